@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * tcpstats: TCP counters for the sockets of one cgroup (and its children).
+ * The simplest stackpilot module, and the template for the others: one
+ * sockops program, one config map of tunables, one per-CPU counter array.
+ */
+#include "common.bpf.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sp_tcpstats_cfg);
+} tcpstats_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SP_TS_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} tcpstats_ctr SEC(".maps");
+
+static __always_inline bool port_selected(const struct bpf_sock_ops *skops)
+{
+	__u32 zero = 0, port;
+	struct sp_tcpstats_cfg *cfg = bpf_map_lookup_elem(&tcpstats_cfg, &zero);
+
+	if (!cfg)
+		return true;
+	port = cfg->port;
+	/* Written from outside and out of range: ignore, count everything. */
+	if (port == 0 || port > 65535)
+		return true;
+	return sp_local_port(skops) == port || sp_remote_port(skops) == port;
+}
+
+SEC("sockops")
+int sp_tcpstats(struct bpf_sock_ops *skops)
+{
+	__u32 op = skops->op;
+
+	switch (op) {
+	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
+	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
+		if (!port_selected(skops))
+			break;
+		sp_count(&tcpstats_ctr, op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB ?
+			 SP_TS_ACTIVE : SP_TS_PASSIVE, 1);
+		sp_cb_flags_or(skops, BPF_SOCK_OPS_RETRANS_CB_FLAG |
+				      BPF_SOCK_OPS_RTO_CB_FLAG);
+		break;
+	case BPF_SOCK_OPS_RETRANS_CB:
+		/* Other modules may have enabled this callback on sockets we
+		 * did not select: filter again. args[1] = segments, args[2] = err. */
+		if (port_selected(skops) && skops->args[2] == 0)
+			sp_count(&tcpstats_ctr, SP_TS_RETRANS, skops->args[1]);
+		break;
+	case BPF_SOCK_OPS_RTO_CB:
+		if (port_selected(skops))
+			sp_count(&tcpstats_ctr, SP_TS_RTO, 1);
+		break;
+	}
+	return 1;
+}

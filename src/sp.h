@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Loader internals: the module table, tunables, and shared helpers. */
+#ifndef SP_H
+#define SP_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <linux/types.h>
+#include "stackpilot.h"
+
+struct bpf_object;
+
+/* A tunable is a __u32 field of a module's config struct (stackpilot.h). */
+struct sp_tunable {
+	const char *name;
+	__u32 off;		/* offsetof() in the config struct */
+	__u32 min, max;		/* accepted by `set`; the BPF side clamps too */
+	__u32 def;
+	const char *help;
+};
+
+struct sp_run;
+
+struct sp_module {
+	const char *name;
+	const char *summary;
+	const char *cfg_map;	/* pin name of the config map */
+	__u32 cfg_size;
+	const struct sp_tunable *tunables;
+	int nr_tunables;
+	bool needs_cgroup;	/* attaches sockops to the cgroup */
+	bool needs_iface;	/* attaches to --iface devices */
+	/* Open, load, pin maps, attach. Returns 0 or -1 after printing why. */
+	int (*start)(struct sp_run *run);
+	/* Detach and destroy what start() made; safe after a failed start. */
+	void (*stop)(struct sp_run *run);
+	/* Print counters from the pinned maps (json: one object body). */
+	void (*status)(const char *pin_dir, FILE *out, bool json);
+};
+
+extern const struct sp_module *const sp_modules[];
+extern const int sp_nr_modules;
+extern const struct sp_module sp_mod_tcpstats;
+
+/* What one `stackpilot run` holds. */
+struct sp_run {
+	char pin_dir[256];
+	int cgroup_fd;
+	char cgroup[256];
+	int nr_ifaces;
+	int ifindex[SP_MAX_IFACES];
+	char ifname[SP_MAX_IFACES][32];
+	__u32 modules;			/* bitmask over sp_modules */
+	const char *btf_path;		/* --btf, or NULL for the kernel's */
+	__u32 nr_progs;
+	__u32 prog_ids[SP_MAX_PROGS];	/* attached programs, for status */
+	void *priv[16];			/* per-module state, by index */
+};
+
+/* util.c */
+int sp_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* sp_err(), then return the exit code. */
+#define sp_fail(code, ...) (sp_err(__VA_ARGS__), (code))
+int sp_parse_u32(const char *s, __u32 min, __u32 max, __u32 *out);
+int sp_check_privileges(void);
+int sp_check_btf(const char *btf_path);
+int sp_ensure_bpffs(const char *pin_dir);
+int sp_cgroup2_mount(char *buf, size_t len);
+int sp_resolve_cgroup(const char *arg, char *out, size_t len);
+int sp_pin_path(char *buf, size_t len, const char *pin_dir, const char *name);
+int sp_sum_percpu(int map_fd, __u32 key, __u64 *sum);
+int sp_open_pinned(const char *pin_dir, const char *name);
+void sp_run_add_prog(struct sp_run *run, int prog_fd);
+
+/* modules.c */
+const struct sp_module *sp_module_find(const char *name, int *idx);
+int sp_parse_modules(const char *list, __u32 *mask);
+const struct sp_tunable *sp_tunable_find(const char *key,
+					 const struct sp_module **mod);
+int sp_parse_assignment(const char *arg, const struct sp_module **mod,
+			const struct sp_tunable **t, __u32 *val);
+int sp_cfg_write_defaults(const struct sp_module *m, int map_fd);
+int sp_pin_obj_maps(struct bpf_object *obj, const char *pin_dir);
+void sp_unpin_obj_maps(struct bpf_object *obj, const char *pin_dir);
+
+/* commands */
+int cmd_run(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_get(int argc, char **argv);
+int cmd_set(int argc, char **argv);
+
+#endif /* SP_H */

@@ -1,0 +1,230 @@
+# SPDX-License-Identifier: GPL-2.0
+# Foundation: loader errors, cleanup, status, tunables, and tcpstats end to end.
+# Each t_* runs in its own bash with tests/lib.sh sourced.
+
+# Nothing of a failed run may stay: no pins, no programs on the cgroup.
+assert_nothing_left() {
+	[ ! -e "$PIN" ] || fail "pin folder $PIN left behind"
+	[ -z "$(cgroup_progs)" ] || fail "programs left on $CG: $(cgroup_progs)"
+}
+
+# expect_error EXIT_CODE PATTERN cmd...: non-zero exit, exactly one stderr line matching PATTERN.
+expect_error() {
+	local want=$1 pat=$2 rc; shift 2
+	"$@" >"$TMP/out" 2>"$TMP/err"; rc=$?
+	[ "$rc" = "$want" ] || fail "'$*': exit $rc, expected $want; stderr: $(cat "$TMP/err")"
+	[ "$(wc -l <"$TMP/err")" = 1 ] || fail "'$*': expected one stderr line, got: $(cat "$TMP/err")"
+	grep -q -- "$pat" "$TMP/err" || fail "'$*': stderr '$(cat "$TMP/err")' lacks '$pat'"
+}
+
+t_help() {
+	local c
+	"$SP" --help | grep -q tcpstats || fail "--help does not list modules"
+	for c in run status get set; do
+		"$SP" "$c" --help >"$TMP/h" || fail "$c --help exit $?"
+		grep -q "Usage: stackpilot $c" "$TMP/h" || fail "$c --help"
+	done
+	# Every long option run --help names is one run accepts.
+	for c in $("$SP" run --help | grep -o -- '--[a-z-]*' | sort -u); do
+		"$SP" run "$c" 2>&1 | grep -q 'unrecognized option' && fail "run --help names $c but run rejects it"
+	done
+	"$SP" get --help | grep -q 'tcpstats.port' || fail "get --help does not list tunables"
+	expect_error 2 "unknown command 'frob'" "$SP" frob
+}
+
+t_usage_errors() {
+	make_cgroup
+	expect_error 2 "unknown module 'nope'" "$SP" run --pin-path "$PIN" --modules tcpstats,nope
+	expect_error 2 "--iface nosuch$ID: no such interface" "$SP" run --pin-path "$PIN" --iface "nosuch$ID"
+	expect_error 2 "--iface: none of the chosen modules" "$SP" run --pin-path "$PIN" --iface lo
+	expect_error 2 "--interval x: expected seconds" "$SP" run --pin-path "$PIN" --interval x
+	expect_error 2 "must be an absolute path" "$SP" run --pin-path relative/pins
+	expect_error 1 "cgroup /nonexistent-$ID does not exist" "$SP" run --pin-path "$PIN" --cgroup "/nonexistent-$ID"
+	expect_error 1 "is not on cgroup v2" "$SP" run --pin-path "$PIN" --cgroup /tmp
+	expect_error 1 "no kernel BTF at /nonexistent-$ID" "$SP" run --pin-path "$PIN" --cgroup "$CG" --btf "/nonexistent-$ID"
+	expect_error 1 "/tmp is not a bpf filesystem" "$SP" run --pin-path "/tmp/pins-$ID" --cgroup "$CG"
+	expect_error 2 "unknown tunable 'tcpstats.nope'" "$SP" set --pin-path "$PIN" tcpstats.nope=1
+	expect_error 2 "unknown module 'nope'" "$SP" get --pin-path "$PIN" nope.port
+	expect_error 2 "tcpstats.port=70000: out of range \[0, 65535\]" "$SP" set --pin-path "$PIN" tcpstats.port=70000
+	expect_error 2 "tcpstats.port=abc: not a number" "$SP" set --pin-path "$PIN" tcpstats.port=abc
+	expect_error 1 "is \`stackpilot run\` active" "$SP" status --pin-path "$PIN"
+	assert_nothing_left
+}
+
+t_not_root() {
+	make_cgroup
+	expect_error 1 "need root" setpriv --reuid=65534 --regid=65534 --clear-groups \
+		"$SP" run --pin-path "$PIN" --cgroup "$CG"
+	# Root without the BPF capabilities is refused too.
+	expect_error 1 "need root" setpriv --inh-caps=-all --bounding-set=-all \
+		"$SP" run --pin-path "$PIN" --cgroup "$CG"
+	assert_nothing_left
+}
+
+t_bpffs_not_mountable() {
+	make_cgroup
+	mkdir "$TMP/cg"
+	# A private mount namespace where /sys/fs is a read-only tmpfs: no bpffs,
+	# and none can be mounted. The cgroup v2 mount stays reachable elsewhere.
+	expect_error 1 "cannot mount bpffs at /sys/fs/bpf" unshare -m --propagation private sh -c \
+		'mount --bind "$1" "$2" && mount -t tmpfs -o ro none /sys/fs && shift 2 && exec "$@"' \
+		_ "$CG2" "$TMP/cg" "$SP" run --cgroup "$TMP/cg/sp-test-$ID"
+	assert_nothing_left
+}
+
+t_second_run_refused() {
+	make_cgroup
+	sp_start --cgroup "$CG"
+	local before=$(cgroup_progs)
+	expect_error 1 "another \`stackpilot run\` is active on $PIN" "$SP" run --pin-path "$PIN" --cgroup "$CG"
+	assert_eq "$(cgroup_progs)" "$before" "programs on the cgroup after a refused second run"
+	kill -0 "$SP_PID" || fail "first run died"
+	# Another pin folder is another instance, and may run beside it.
+	"$SP" run --pin-path "$PIN-2" --cgroup "$CG" --interval 0 >"$TMP/second" 2>&1 &
+	local p2=$!
+	on_exit "kill $p2; rm -rf $PIN-2"
+	for _ in $(seq 50); do grep -q attached "$TMP/second" && break; sleep 0.1; done
+	grep -q attached "$TMP/second" || fail "second instance on another pin folder: $(cat "$TMP/second")"
+	assert_eq "$(cgroup_progs | wc -l)" 2 "programs with two instances"
+	kill -INT $p2; wait $p2 || fail "second instance exit $?"
+	assert_eq "$(cgroup_progs)" "$before" "programs after the second instance left"
+}
+
+t_signal_cleanup() {
+	local sig ids
+	make_cgroup
+	for sig in INT TERM HUP; do
+		sp_start --cgroup "$CG"
+		ids=$(cgroup_progs)
+		[ -n "$ids" ] || fail "nothing attached"
+		[ -e "$PIN/tcpstats_cfg" ] && [ -e "$PIN/meta" ] || fail "pins missing"
+		sp_stop "$sig" || fail "exit status after SIG$sig"
+		assert_nothing_left
+		bpftool prog show id "$ids" >/dev/null 2>&1 && fail "program $ids still loaded after SIG$sig"
+	done
+	assert_eq "$(sysctl -n kernel.bpf_stats_enabled)" 0 "kernel.bpf_stats_enabled after run"
+}
+
+t_sigkill_then_rerun() {
+	make_cgroup
+	sp_start --cgroup "$CG"
+	local id=$(cgroup_progs)
+	sp_stop KILL
+	# The link died with the process: nothing attached, only stale pins.
+	sleep 0.3
+	[ -z "$(cgroup_progs)" ] || fail "program still attached after SIGKILL"
+	"$SP" status --pin-path "$PIN" | grep -q 'not running: stale pins' || fail "status does not flag stale pins"
+	sp_start --cgroup "$CG"
+	[ -n "$(cgroup_progs)" ] || fail "rerun did not attach"
+	sp_stop || fail "rerun exit"
+	assert_nothing_left
+}
+
+# Counters move for a process inside the cgroup, not for one outside.
+t_tcpstats_counts_cgroup_only() {
+	netns_pair; make_cgroup
+	tcp_server 5201
+	sp_start --cgroup "$CG" --modules tcpstats
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 10000 3 >/dev/null || fail "client in cgroup"
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client fd77::2 5201 10000 2 >/dev/null || fail "v6 client in cgroup"
+	assert_eq "$(status_num active_opens)" 5 "active_opens after 5 connections from the cgroup"
+	assert_eq "$(status_num passive_opens)" 0 "passive_opens (server is outside the cgroup)"
+	ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 10000 4 >/dev/null || fail "client outside"
+	assert_eq "$(status_num active_opens)" 5 "active_opens after connections from outside the cgroup"
+	# A server inside the cgroup counts its accepted connections.
+	in_cgroup ip netns exec "$NS_B" "$TCPTOOL" server 5301 >/dev/null &
+	BG_PIDS+=($!); sleep 0.2
+	ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5301 1000 2 >/dev/null || fail "client to cgroup server"
+	assert_eq "$(status_num passive_opens)" 2 "passive_opens of a server in the cgroup"
+	local runs=$(status_num run_cnt) avg=$(status_num avg_ns)
+	assert_ge "$runs" 7 "program run count"
+	awk "BEGIN { exit !($avg > 0) }" || fail "average run time $avg"
+}
+
+# Loss makes retransmissions; a blackout longer than the RTO makes RTOs.
+t_tcpstats_retrans_rto() {
+	netns_pair; make_cgroup
+	tcp_server 5201
+	sp_start --cgroup "$CG" --modules tcpstats
+	printf 'table inet sptest {\n chain in {\n type filter hook input priority 0;\n }\n}\n' |
+		ip netns exec "$NS_B" nft -f - || fail nft
+	ip netns exec "$NS_B" nft add rule inet sptest in tcp dport 5201 numgen random mod 10 '<' 2 drop
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 2000000 1 >/dev/null || fail "lossy transfer"
+	assert_ge "$(status_num retrans_segs)" 1 "retrans_segs after 20% loss"
+	local rto0=$(status_num rto)	# heavy random loss can cause RTOs of its own
+	ip netns exec "$NS_B" nft flush chain inet sptest in
+	# Drop every data segment for 1.5 s, longer than the RTO; the handshake passes.
+	ip netns exec "$NS_B" nft add rule inet sptest in tcp dport 5201 ip length '>' 200 drop
+	( sleep 1.5; ip netns exec "$NS_B" nft flush chain inet sptest in ) &
+	BG_PIDS+=($!)
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 100000 1 10 \
+		>/dev/null || fail "transfer across the blackout"
+	assert_ge "$(status_num rto)" $((rto0 + 1)) "rto after a 1.5 s blackout"
+}
+
+# The README's bpftool command, run as written (but on this test's pins).
+t_readme_bpftool() {
+	netns_pair; make_cgroup
+	tcp_server 5201; tcp_server 5202
+	sp_start --cgroup "$CG" --modules tcpstats
+	local cmd
+	cmd=$(grep -A3 'tested by tests/integration/test_core.sh:t_readme_bpftool' "$ROOT/README.md" |
+		grep '^bpftool map update')
+	[ -n "$cmd" ] || fail "README has no bpftool example"
+	eval "${cmd//\/sys\/fs\/bpf\/stackpilot/$PIN}" || fail "README command failed: $cmd"
+	assert_eq "$("$SP" get --pin-path "$PIN" tcpstats.port)" "tcpstats.port=5201" "port after the README command"
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5202 1000 2 >/dev/null || fail client
+	assert_eq "$(status_num active_opens)" 0 "connections to 5202 with port=5201"
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 1000 2 >/dev/null || fail client
+	assert_eq "$(status_num active_opens)" 2 "connections to 5201 with port=5201"
+	# Out of range from outside (70000 = 0x11170): ignored, everything counts.
+	bpftool map update pinned "$PIN/tcpstats_cfg" key 0 0 0 0 value 0x70 0x11 0x01 0 || fail bpftool
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5202 1000 3 >/dev/null || fail client
+	assert_eq "$(status_num active_opens)" 5 "connections to 5202 with port=70000 (ignored)"
+	# stackpilot set writes the same field.
+	"$SP" set --pin-path "$PIN" tcpstats.port=5201 >/dev/null || fail set
+	bpftool map dump pinned "$PIN/tcpstats_cfg" | grep -q '"port": 5201' || fail "bpftool dump shows no field name"
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5202 1000 1 >/dev/null || fail client
+	assert_eq "$(status_num active_opens)" 5 "connections to 5202 after set port=5201"
+}
+
+t_status_json() {
+	netns_pair; make_cgroup
+	sp_start --cgroup "$CG"
+	"$SP" status --json --pin-path "$PIN" >"$TMP/s.json" || fail "status --json"
+	jq -e --arg cg "$CG" --argjson pid "$SP_PID" \
+		'.pid == $pid and .alive and .cgroup == $cg and (.modules.tcpstats.active_opens | type) == "number"
+		 and (.programs | length) >= 1 and (.programs[0].avg_ns | type) == "number"' \
+		"$TMP/s.json" >/dev/null || fail "status --json: $(cat "$TMP/s.json")"
+	"$SP" status --pin-path "$PIN" | grep -q "^cgroup $CG" || fail "text status"
+}
+
+# The README's main-job command: attaches to the root cgroup, shows status,
+# and Ctrl-C (SIGINT to its process group) leaves the system as before.
+t_readme_main_job() {
+	local cmd before_p before_c
+	cmd=$(sed -n '/^```sh$/,/^```$/p' "$ROOT/README.md" | grep -m1 '^make run' | sed 's/ *#.*//')
+	[ "$cmd" = "make run" ] || fail "README main command not found: '$cmd'"
+	[ -e /sys/fs/bpf/stackpilot ] && fail "a stackpilot instance is already running on this host"
+	before_p=$(bpftool prog show | grep -c '^[0-9]')
+	before_c=$(bpftool cgroup tree "$CG2")
+	on_exit "rm -rf /sys/fs/bpf/stackpilot"
+	# A session of its own, as a terminal would give it; $$ of that sh is its id.
+	setsid sh -c 'echo $$ >"$0/sid"; cd "$1" && exec '"$cmd"' ARGS="--interval 1"' \
+		"$TMP" "$ROOT" >"$TMP/main.out" 2>&1 &
+	local sess=$!
+	for _ in $(seq 150); do grep -q 'active_opens' "$TMP/main.out" && break; sleep 0.2; done
+	local sid=$(cat "$TMP/sid")
+	[ -n "$sid" ] && [ "$sid" != "$(ps -o sid= -p $$ | tr -d ' ')" ] || fail "main job has no session of its own"
+	on_exit "kill -KILL -- -$sid"
+	grep -q "^stackpilot: attached tcpstats to cgroup $CG2;" "$TMP/main.out" || fail "main job did not attach: $(cat "$TMP/main.out")"
+	grep -q 'active_opens' "$TMP/main.out" || fail "main job shows no live status"
+	bpftool cgroup tree "$CG2" | grep -q sp_tcpstats || fail "nothing on the root cgroup"
+	kill -INT -- -"$sid"	# Ctrl-C: the whole foreground process group
+	wait $sess
+	for _ in $(seq 50); do pgrep -s "$sid" >/dev/null || break; sleep 0.1; done
+	grep -q 'detached, pins removed' "$TMP/main.out" || fail "no clean detach: $(tail -3 "$TMP/main.out")"
+	assert_eq "$(bpftool prog show | grep -c '^[0-9]')" "$before_p" "loaded programs after Ctrl-C"
+	assert_eq "$(bpftool cgroup tree "$CG2")" "$before_c" "cgroup attachments after Ctrl-C"
+	[ ! -e /sys/fs/bpf/stackpilot ] || fail "pins left after Ctrl-C"
+}

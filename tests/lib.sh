@@ -1,0 +1,97 @@
+# SPDX-License-Identifier: GPL-2.0
+# Sourced by each test (a fresh bash per test function). Everything a test
+# makes is named with $ID, unique to this test run, and removed by cleanup()
+# on every exit path, including a timeout's SIGTERM.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SP=$ROOT/build/stackpilot
+TCPTOOL=$ROOT/build/tcptool
+ID=${SP_TEST_ID:-$(printf 's%05x' $(( (RANDOM << 8 ^ $$) & 0xfffff )))}
+PIN=/sys/fs/bpf/sp-test-$ID
+CG2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)
+CG=$CG2/sp-test-$ID
+NS_A=sp-$ID-a
+NS_B=sp-$ID-b
+SP_PID=
+BG_PIDS=()
+CLEANUPS=()
+TMP=$(mktemp -d /tmp/sp-test-$ID.XXXX)
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# Run a command under a cleanup list, newest first.
+on_exit() { CLEANUPS=("$*" "${CLEANUPS[@]}"); }
+
+cleanup() {
+	local c p
+	trap - EXIT TERM INT
+	[ -n "$SP_PID" ] && kill -TERM "$SP_PID" 2>/dev/null && wait "$SP_PID" 2>/dev/null
+	for p in "${BG_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	for c in "${CLEANUPS[@]}"; do eval "$c" >/dev/null 2>&1; done
+	ip netns pids "$NS_A" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+	ip netns pids "$NS_B" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+	ip netns del "$NS_A" 2>/dev/null
+	ip netns del "$NS_B" 2>/dev/null
+	if [ -d "$CG" ]; then
+		for p in $(cat "$CG/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+		for _ in 1 2 3 4 5 6 7 8 9 10; do rmdir "$CG" 2>/dev/null && break; sleep 0.1; done
+	fi
+	rm -rf "$PIN" "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+
+# Two namespaces joined by a veth pair: A 10.77.0.1 / fd77::1, B 10.77.0.2 / fd77::2.
+netns_pair() {
+	ip netns add "$NS_A" && ip netns add "$NS_B" || fail "ip netns add"
+	ip link add "v$ID"a netns "$NS_A" type veth peer name "v$ID"b netns "$NS_B" || fail "veth"
+	ip -n "$NS_A" addr add 10.77.0.1/24 dev "v$ID"a
+	ip -n "$NS_B" addr add 10.77.0.2/24 dev "v$ID"b
+	ip -n "$NS_A" addr add fd77::1/64 dev "v$ID"a nodad
+	ip -n "$NS_B" addr add fd77::2/64 dev "v$ID"b nodad
+	for ns in "$NS_A" "$NS_B"; do
+		ip -n "$ns" link set lo up
+		ip -n "$ns" link set "v$ID${ns##*-}" up
+	done
+}
+
+make_cgroup() { mkdir "$CG" || fail "mkdir $CG"; }
+
+# Run "$@" as a process inside the test cgroup (and its children stay there).
+in_cgroup() { sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CG" "$@"; }
+
+# Start `stackpilot run` in the background with the test's pins; wait until attached.
+sp_start() {
+	"$SP" run --pin-path "$PIN" --interval 0 "$@" >"$TMP/sp.out" 2>"$TMP/sp.err" &
+	SP_PID=$!
+	for _ in $(seq 100); do
+		grep -q '^stackpilot: attached' "$TMP/sp.out" 2>/dev/null && return 0
+		kill -0 "$SP_PID" 2>/dev/null || { cat "$TMP/sp.err" >&2; SP_PID=; fail "stackpilot run exited"; }
+		sleep 0.1
+	done
+	fail "stackpilot run did not attach in 10 s"
+}
+
+sp_stop() {
+	kill -"${1:-TERM}" "$SP_PID" || fail "stackpilot not running"
+	wait "$SP_PID"; local rc=$?
+	SP_PID=
+	return $rc
+}
+
+# A TCP sink in namespace B on PORT; it dies with the test.
+tcp_server() {
+	ip netns exec "$NS_B" "$TCPTOOL" server "$1" >/dev/null &
+	BG_PIDS+=($!)
+	sleep 0.2
+}
+
+# status --json field: json_get KEY (crude but enough for flat numeric keys).
+status_num() {
+	"$SP" status --json --pin-path "$PIN" | grep -o "\"$1\":[0-9.]*" | head -1 | cut -d: -f2
+}
+
+assert_eq() { [ "$1" = "$2" ] || fail "${3:-value}: expected '$2', got '$1'"; }
+assert_ge() { [ "$1" -ge "$2" ] 2>/dev/null || fail "${3:-value}: expected >= $2, got '$1'"; }
+
+# Programs attached to the test cgroup (empty when none).
+cgroup_progs() { bpftool cgroup show "$CG" 2>/dev/null | awk 'NR > 1 { print $1 }'; }

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# The test runner: unit tests, then every t_* function of tests/integration/*.sh,
+# each in its own bash with its own namespaces, cgroup and pins.
+# Ends with "N passed, N failed"; exits non-zero on any failure.
+# Usage: tests/run.sh [PATTERN]   (run only tests whose name matches PATTERN)
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+pattern=${1:-.}
+pass=0 failn=0 failed=()
+
+if [ "$(id -u)" != 0 ]; then
+	echo "tests/run.sh: the integration tests need root" >&2
+	exit 1
+fi
+
+# Unit tests print "PASS name" / "FAIL name: why".
+while read -r word name rest; do
+	case $word in
+	PASS) pass=$((pass + 1)); echo "PASS unit/$name" ;;
+	FAIL) failn=$((failn + 1)); failed+=("unit/$name"); echo "FAIL unit/$name $rest" ;;
+	END) [ "$name" = 0 ] || { failn=$((failn + 1)); failed+=("unit/exit"); echo "FAIL unit/exit status $name"; } ;;
+	esac
+done < <(build/test_unit 2>&1; echo "END $?")
+
+for f in tests/integration/test_*.sh; do
+	for t in $(grep -o '^t_[a-z0-9_]*' "$f"); do
+		name=$(basename "$f" .sh)/$t
+		echo "$name" | grep -q -- "$pattern" || continue
+		start=$(date +%s.%N)
+		out=$(timeout -k 5 180 bash -c 'source tests/lib.sh && source "$1" && "$2"' _ "$f" "$t" 2>&1)
+		rc=$?
+		secs=$(echo "$(date +%s.%N) - $start" | bc 2>/dev/null || echo "?")
+		if [ $rc = 0 ]; then
+			pass=$((pass + 1)); printf 'PASS %s (%.1fs)\n' "$name" "$secs"
+		else
+			failn=$((failn + 1)); failed+=("$name")
+			printf 'FAIL %s (rc %d)\n' "$name" $rc
+			echo "$out" | sed 's/^/    /' | tail -20
+		fi
+	done
+done
+
+for n in "${failed[@]}"; do echo "failed: $n"; done
+echo "$pass passed, $failn failed"
+[ "$failn" = 0 ]

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Unit tests of the loader's parsing and validation (no BPF, no root). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "sp.h"
+
+static int failures;
+
+#define CHECK(name, cond) do {						\
+	if (cond)							\
+		printf("PASS %s\n", name);				\
+	else {								\
+		printf("FAIL %s: %s (line %d)\n", name, #cond, __LINE__); \
+		failures++;						\
+	}								\
+} while (0)
+
+static void test_parse_u32(void)
+{
+	__u32 v = 7;
+
+	CHECK("u32_decimal", !sp_parse_u32("42", 0, 100, &v) && v == 42);
+	CHECK("u32_hex", !sp_parse_u32("0x10", 0, 100, &v) && v == 16);
+	CHECK("u32_bounds_inclusive", !sp_parse_u32("100", 0, 100, &v) && v == 100 &&
+	      !sp_parse_u32("5", 5, 100, &v) && v == 5);
+	CHECK("u32_above_max", sp_parse_u32("101", 0, 100, &v) == -ERANGE);
+	CHECK("u32_below_min", sp_parse_u32("4", 5, 100, &v) == -ERANGE);
+	CHECK("u32_negative", sp_parse_u32("-1", 0, 100, &v) == -EINVAL);
+	CHECK("u32_garbage", sp_parse_u32("12x", 0, 100, &v) == -EINVAL &&
+	      sp_parse_u32("", 0, 100, &v) == -EINVAL &&
+	      sp_parse_u32(" 1", 0, 100, &v) == -EINVAL);
+	CHECK("u32_overflow", sp_parse_u32("4294967296", 0, 0xffffffff, &v) == -ERANGE &&
+	      sp_parse_u32("99999999999999999999999", 0, 0xffffffff, &v) == -EINVAL);
+	v = 7;
+	sp_parse_u32("1000", 0, 100, &v);
+	CHECK("u32_untouched_on_error", v == 7);
+}
+
+static void test_modules(void)
+{
+	__u32 mask = 0;
+	int idx = -1;
+
+	CHECK("modules_all", !sp_parse_modules("all", &mask) &&
+	      mask == (1u << sp_nr_modules) - 1);
+	CHECK("modules_one", !sp_parse_modules("tcpstats", &mask) &&
+	      sp_module_find("tcpstats", &idx) && mask == 1u << idx);
+	CHECK("modules_unknown", sp_parse_modules("tcpstats,nope", &mask) == -1);
+	CHECK("modules_empty", sp_parse_modules(",", &mask) == -1);
+	CHECK("modules_table_sane", sp_nr_modules > 0 && sp_nr_modules <= 16);
+	for (int i = 0; i < sp_nr_modules; i++) {
+		const struct sp_module *m = sp_modules[i];
+		bool ok = m->cfg_size <= 256 && m->start && m->stop && m->status;
+
+		for (int j = 0; j < m->nr_tunables; j++) {
+			const struct sp_tunable *t = &m->tunables[j];
+
+			ok &= t->off + sizeof(__u32) <= m->cfg_size;
+			ok &= t->min <= t->def && t->def <= t->max;
+		}
+		CHECK("tunable_table_defaults_in_range", ok);
+	}
+}
+
+static void test_tunables(void)
+{
+	const struct sp_module *m = NULL;
+	const struct sp_tunable *t = NULL;
+	__u32 v = 0;
+
+	CHECK("tunable_find", sp_tunable_find("tcpstats.port", &m) && m &&
+	      !strcmp(m->name, "tcpstats"));
+	CHECK("tunable_no_dot", !sp_tunable_find("port", &m));
+	CHECK("tunable_unknown_module", !sp_tunable_find("nope.port", &m));
+	CHECK("tunable_unknown_name", !sp_tunable_find("tcpstats.nope", &m));
+	CHECK("assign_ok", !sp_parse_assignment("tcpstats.port=5201", &m, &t, &v) &&
+	      v == 5201 && !strcmp(t->name, "port"));
+	CHECK("assign_out_of_range", sp_parse_assignment("tcpstats.port=65536", &m, &t, &v) == -1);
+	CHECK("assign_no_value", sp_parse_assignment("tcpstats.port=", &m, &t, &v) == -1);
+	CHECK("assign_no_equals", sp_parse_assignment("tcpstats.port", &m, &t, &v) == -1);
+	CHECK("assign_no_key", sp_parse_assignment("=5", &m, &t, &v) == -1);
+}
+
+static void test_paths(void)
+{
+	char buf[64], big[300];
+
+	CHECK("pin_path_ok", !sp_pin_path(buf, sizeof(buf), "/sys/fs/bpf/x", "meta") &&
+	      !strcmp(buf, "/sys/fs/bpf/x/meta"));
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	CHECK("pin_path_too_long", sp_pin_path(buf, sizeof(buf), "/sys/fs/bpf", big) == -1);
+	CHECK("cgroup_missing", sp_resolve_cgroup("/nonexistent/sp-unit", buf, sizeof(buf)) == -1);
+	CHECK("cgroup_not_cgroup2", sp_resolve_cgroup("/tmp", buf, sizeof(buf)) == -1);
+	CHECK("bpffs_not_bpf", sp_ensure_bpffs("/tmp/sp-unit-pins") == -1);
+	CHECK("bpffs_relative", sp_ensure_bpffs("pins") == -1);
+}
+
+int main(void)
+{
+	/* The functions under test print their one-line errors: keep them off the results. */
+	freopen("/dev/null", "w", stderr);
+	test_parse_u32();
+	test_modules();
+	test_tunables();
+	test_paths();
+	return failures ? 1 : 0;
+}
