@@ -72,16 +72,16 @@ $(OUTPUT)/%: tests/tools/%.c | $(OUTPUT)
 
 # The README's test command. Installs what is missing, builds, runs all.
 check test: deps
-	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) -s --no-print-directory all
 	$(Q)tests/run.sh
 
 bench: deps
-	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) -s --no-print-directory all
 	$(Q)tests/bench/run.sh
 
 # The README's main job: attach to the root cgroup, live status, Ctrl-C detaches.
 run: deps
-	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) -s --no-print-directory all
 	$(Q)$(OUTPUT)/stackpilot run $(ARGS)
 
 clean:

@@ -81,7 +81,7 @@ sp_stop() {
 # A TCP sink in namespace B on PORT; it dies with the test.
 tcp_server() {
 	ip netns exec "$NS_B" "$TCPTOOL" server "$1" >/dev/null &
-	BG_PIDS+=($!)
+	BG_PIDS+=($!); disown
 	sleep 0.2
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * tcptool: the TCP endpoints the tests and benchmarks drive.
- *   tcptool server [-6] PORT            accept forever, discard data
+ *   tcptool server PORT                 accept forever (IPv4 and IPv6), discard data
  *   tcptool client HOST PORT BYTES [COUNT] [TIMEOUT_S]
  * The client opens COUNT connections one after the other, sends BYTES on
  * each, waits until the peer has acked everything (SIOCOUTQ == 0), and prints
@@ -11,7 +11,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
-#include <signal.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +22,6 @@
 #include <netinet/tcp.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 
 static double now(void)
 {
@@ -32,33 +31,39 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static int serve(int v6, int port)
+/* One thread, poll(): cheap enough that it never limits a connection-rate benchmark. */
+static int serve(int port)
 {
 	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = htons(port),
 				   .sin6_addr = IN6ADDR_ANY_INIT };
-	int one = 1, fd = socket(AF_INET6, SOCK_STREAM, 0);
+	static struct pollfd pfd[1024];
 	static char buf[1 << 16];
+	int one = 1, n = 1, fd = socket(AF_INET6, SOCK_STREAM, 0);
 
-	(void)v6;	/* a v6 any-socket takes IPv4 too (bindv6only=0 in a fresh netns) */
-	signal(SIGCHLD, SIG_IGN);
+	/* A v6 any-socket takes IPv4 too (bindv6only=0 in a fresh netns). */
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(fd, (void *)&a6, sizeof(a6)) || listen(fd, 128)) {
+	    bind(fd, (void *)&a6, sizeof(a6)) || listen(fd, 1024)) {
 		perror("tcptool server");
 		return 1;
 	}
 	printf("listening %d\n", port);
 	fflush(stdout);
+	pfd[0] = (struct pollfd){ .fd = fd, .events = POLLIN };
 	for (;;) {
-		int c = accept(fd, NULL, NULL);
-
-		if (c < 0)
+		if (poll(pfd, n, -1) < 0)
 			continue;
-		if (fork() == 0) {
-			while (read(c, buf, sizeof(buf)) > 0)
-				;
-			_exit(0);
+		for (int i = n - 1; i >= 1; i--) {
+			if (!pfd[i].revents || read(pfd[i].fd, buf, sizeof(buf)) > 0)
+				continue;
+			close(pfd[i].fd);
+			pfd[i] = pfd[--n];
 		}
-		close(c);
+		if ((pfd[0].revents & POLLIN) && n < 1024) {
+			int c = accept(fd, NULL, NULL);
+
+			if (c >= 0)
+				pfd[n++] = (struct pollfd){ .fd = c, .events = POLLIN };
+		}
 	}
 }
 
@@ -103,9 +108,9 @@ int main(int argc, char **argv)
 	double timeout = 30;
 
 	if (argc >= 3 && !strcmp(argv[1], "server"))
-		return serve(!strcmp(argv[2], "-6"), atoi(argv[argc - 1]));
+		return serve(atoi(argv[2]));
 	if (argc < 5 || strcmp(argv[1], "client")) {
-		fprintf(stderr, "usage: tcptool server [-6] PORT | client HOST PORT BYTES [COUNT] [TIMEOUT_S]\n");
+		fprintf(stderr, "usage: tcptool server PORT | client HOST PORT BYTES [COUNT] [TIMEOUT_S]\n");
 		return 2;
 	}
 	if (argc > 5)
