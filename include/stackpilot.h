@@ -40,6 +40,51 @@ struct sp_tcpstats_cfg {
 	__u32 port;
 };
 
+/* ---- rehash: congestion-driven txhash rehashing ------------------------- */
+
+enum sp_rehash_ctr {
+	SP_RH_RETRANS,		/* retransmissions seen (RETRANS_CB) */
+	SP_RH_EPISODES,		/* non-RTO loss-recovery episodes started */
+	SP_RH_NOW,		/* rehashes applied at once */
+	SP_RH_DEFERRED,		/* rehashes decided but deferred until safe */
+	SP_RH_DEFERRED_DONE,	/* deferred rehashes applied at a later ACK, once safe */
+	SP_RH_DEFERRED_FORCED,	/* deferred rehashes applied after defer_rtts, not safe */
+	SP_RH_SUP_MODE,		/* suppressed: mode 0 and the flow had an RTO */
+	SP_RH_SUP_PAUSE,	/* suppressed: within pause_ms after an RTO */
+	SP_RH_SUP_PROB,		/* suppressed: the coin said no */
+	SP_RH_LOSS_STATE,	/* retransmissions in TCP_CA_Loss (post-RTO): ignored */
+	SP_RH_RTO,		/* RTOs seen */
+	SP_RH_ROUNDS,		/* rehashes decided by the congested-rounds trigger */
+	SP_RH_NR,
+};
+
+struct sp_rehash_cfg {
+	__u32 prob;		/* 0..100 % chance per recovery episode; above: 100 */
+	__u32 mode;		/* 0: no balancing after an RTO; 1: always. Above 1: 1 */
+	__u32 rounds;		/* congested rounds before a rehash; 0 = trigger off */
+	__u32 delay_pct;	/* round congested if srtt > min_rtt * delay_pct / 100 */
+	__u32 pause_ms;		/* no rounds-trigger rehash this long after an RTO */
+	__u32 defer_rtts;	/* apply a deferred rehash after this many srtt even if
+				 * not safe; 0 = wait until safe (the patch) */
+};
+
+/* Per-connection view, keyed by addresses and ports (LRU, SP_RH_CONNS). */
+#define SP_RH_CONNS	4096
+struct sp_rehash_conn_key {
+	__u32 family;
+	__u32 saddr[4];
+	__u32 daddr[4];
+	__u16 sport;		/* host order */
+	__u16 dport;
+};
+
+struct sp_rehash_conn {
+	__u32 rehashes;
+	__u32 episodes;
+	__u32 txhash;		/* last value written */
+	__u32 rtos;
+};
+
 /* ---- loader bookkeeping ------------------------------------------------- */
 
 #define SP_MAX_IFACES	8

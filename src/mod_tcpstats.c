@@ -3,8 +3,6 @@
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
-#include <unistd.h>
-#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "sp.h"
 #include "tcpstats.skel.h"
@@ -14,21 +12,15 @@ static const struct sp_tunable tunables[] = {
 	  "count only connections with this local or remote port; 0 = all" },
 };
 
-struct priv {
-	struct tcpstats_bpf *skel;
-	struct bpf_link *link;
-};
-
-static struct priv st;
+static struct tcpstats_bpf *skel;
+static struct bpf_link *sp_link;
 
 static void stop(struct sp_run *run)
 {
-	bpf_link__destroy(st.link);
-	st.link = NULL;
-	if (st.skel)
-		sp_unpin_obj_maps(st.skel->obj, run->pin_dir);
-	tcpstats_bpf__destroy(st.skel);
-	st.skel = NULL;
+	if (skel)
+		sp_module_unpublish(run, skel->obj, &sp_link);
+	tcpstats_bpf__destroy(skel);
+	skel = NULL;
 }
 
 static int start(struct sp_run *run)
@@ -36,20 +28,13 @@ static int start(struct sp_run *run)
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = run->btf_path);
 	int err;
 
-	st.skel = tcpstats_bpf__open_opts(&opts);
-	if (!st.skel)
+	skel = tcpstats_bpf__open_opts(&opts);
+	if (!skel)
 		return sp_err("tcpstats: open: %s", strerror(errno));
-	err = tcpstats_bpf__load(st.skel);
+	err = tcpstats_bpf__load(skel);
 	if (err)
 		return sp_err("tcpstats: load: %s", strerror(-err));
-	if (sp_cfg_write_defaults(&sp_mod_tcpstats, bpf_map__fd(st.skel->maps.tcpstats_cfg)) ||
-	    sp_pin_obj_maps(st.skel->obj, run->pin_dir))
-		return -1;
-	st.link = bpf_program__attach_cgroup(st.skel->progs.sp_tcpstats, run->cgroup_fd);
-	if (!st.link)
-		return sp_err("tcpstats: attach to cgroup %s: %s", run->cgroup, strerror(errno));
-	sp_run_add_prog(run, bpf_program__fd(st.skel->progs.sp_tcpstats));
-	return 0;
+	return sp_module_publish(run, &sp_mod_tcpstats, skel->obj, skel->progs.sp_tcpstats, &sp_link);
 }
 
 static const char *const names[SP_TS_NR] = {
@@ -59,21 +44,7 @@ static const char *const names[SP_TS_NR] = {
 
 static void status(const char *pin_dir, FILE *out, bool json)
 {
-	int fd = sp_open_pinned(pin_dir, "tcpstats_ctr");
-	__u64 v;
-
-	if (fd < 0)
-		return;
-	for (__u32 i = 0; i < SP_TS_NR; i++) {
-		if (sp_sum_percpu(fd, i, &v))
-			v = 0;
-		if (json)
-			fprintf(out, "%s\"%s\":%llu", i ? "," : "", names[i],
-				(unsigned long long)v);
-		else
-			fprintf(out, "  %-14s %llu\n", names[i], (unsigned long long)v);
-	}
-	close(fd);
+	sp_print_counters(pin_dir, "tcpstats_ctr", names, SP_TS_NR, out, json);
 }
 
 const struct sp_module sp_mod_tcpstats = {

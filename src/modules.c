@@ -11,6 +11,7 @@
 /* Order is attach order, and the bit order of sp_meta.modules. */
 const struct sp_module *const sp_modules[] = {
 	&sp_mod_tcpstats,
+	&sp_mod_rehash,
 };
 const int sp_nr_modules = sizeof(sp_modules) / sizeof(sp_modules[0]);
 
@@ -145,4 +146,54 @@ void sp_unpin_obj_maps(struct bpf_object *obj, const char *pin_dir)
 		if (!sp_pin_path(path, sizeof(path), pin_dir, bpf_map__name(map)))
 			unlink(path);
 	}
+}
+
+/*
+ * The part of a module's start() that is the same for every module once its
+ * skeleton is loaded: default tunables, pins, and the cgroup attach of its
+ * sockops program (a link: it dies with the process).
+ */
+int sp_module_publish(struct sp_run *run, const struct sp_module *m,
+		      struct bpf_object *obj, struct bpf_program *sockops,
+		      struct bpf_link **link)
+{
+	struct bpf_map *cfg = bpf_object__find_map_by_name(obj, m->cfg_map);
+
+	if (!cfg || sp_cfg_write_defaults(m, bpf_map__fd(cfg)) ||
+	    sp_pin_obj_maps(obj, run->pin_dir))
+		return -1;
+	if (!sockops)
+		return 0;
+	*link = bpf_program__attach_cgroup(sockops, run->cgroup_fd);
+	if (!*link)
+		return sp_err("%s: attach to cgroup %s: %s", m->name, run->cgroup, strerror(errno));
+	sp_run_add_prog(run, bpf_program__fd(sockops));
+	return 0;
+}
+
+void sp_module_unpublish(struct sp_run *run, struct bpf_object *obj, struct bpf_link **link)
+{
+	bpf_link__destroy(*link);
+	*link = NULL;
+	sp_unpin_obj_maps(obj, run->pin_dir);
+}
+
+/* Print a pinned per-CPU counter array, summed over CPUs. */
+void sp_print_counters(const char *pin_dir, const char *map, const char *const *names,
+		       int n, FILE *out, bool json)
+{
+	int fd = sp_open_pinned(pin_dir, map);
+	__u64 v;
+
+	if (fd < 0)
+		return;
+	for (int i = 0; i < n; i++) {
+		if (sp_sum_percpu(fd, i, &v))
+			v = 0;
+		if (json)
+			fprintf(out, "%s\"%s\":%llu", i ? "," : "", names[i], (unsigned long long)v);
+		else
+			fprintf(out, "  %-22s %llu\n", names[i], (unsigned long long)v);
+	}
+	close(fd);
 }

@@ -40,7 +40,7 @@ struct sp_module {
 
 extern const struct sp_module *const sp_modules[];
 extern const int sp_nr_modules;
-extern const struct sp_module sp_mod_tcpstats;
+extern const struct sp_module sp_mod_tcpstats, sp_mod_rehash;
 
 /* What one `stackpilot run` holds. */
 struct sp_run {
@@ -82,6 +82,14 @@ int sp_parse_assignment(const char *arg, const struct sp_module **mod,
 int sp_cfg_write_defaults(const struct sp_module *m, int map_fd);
 int sp_pin_obj_maps(struct bpf_object *obj, const char *pin_dir);
 void sp_unpin_obj_maps(struct bpf_object *obj, const char *pin_dir);
+struct bpf_program;
+struct bpf_link;
+int sp_module_publish(struct sp_run *run, const struct sp_module *m,
+		      struct bpf_object *obj, struct bpf_program *sockops,
+		      struct bpf_link **link);
+void sp_module_unpublish(struct sp_run *run, struct bpf_object *obj, struct bpf_link **link);
+void sp_print_counters(const char *pin_dir, const char *map, const char *const *names,
+		       int n, FILE *out, bool json);
 
 /* commands */
 int cmd_run(int argc, char **argv);

@@ -13,6 +13,7 @@ CG=$CG2/sp-test-$ID
 NS_A=sp-$ID-a
 NS_B=sp-$ID-b
 SP_PID=
+NETNS=()
 BG_PIDS=()
 CLEANUPS=()
 TMP=$(mktemp -d /tmp/sp-test-$ID.XXXX)
@@ -27,10 +28,10 @@ cleanup() {
 	[ -n "$SP_PID" ] && kill -TERM "$SP_PID" 2>/dev/null && wait "$SP_PID" 2>/dev/null
 	for p in "${BG_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	for c in "${CLEANUPS[@]}"; do eval "$c" >/dev/null 2>&1; done
-	ip netns pids "$NS_A" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
-	ip netns pids "$NS_B" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
-	ip netns del "$NS_A" 2>/dev/null
-	ip netns del "$NS_B" 2>/dev/null
+	for p in "${NETNS[@]}"; do
+		ip netns pids "$p" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+		ip netns del "$p" 2>/dev/null
+	done
 	if [ -d "$CG" ]; then
 		for p in $(cat "$CG/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
 		for _ in 1 2 3 4 5 6 7 8 9 10; do rmdir "$CG" 2>/dev/null && break; sleep 0.1; done
@@ -40,18 +41,23 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 
+# A namespace of this test, removed by cleanup(), with lo up.
+mk_netns() {
+	ip netns add "$1" || fail "ip netns add $1"
+	NETNS+=("$1")
+	ip -n "$1" link set lo up
+}
+
 # Two namespaces joined by a veth pair: A 10.77.0.1 / fd77::1, B 10.77.0.2 / fd77::2.
 netns_pair() {
-	ip netns add "$NS_A" && ip netns add "$NS_B" || fail "ip netns add"
+	mk_netns "$NS_A"; mk_netns "$NS_B"
 	ip link add "v$ID"a netns "$NS_A" type veth peer name "v$ID"b netns "$NS_B" || fail "veth"
 	ip -n "$NS_A" addr add 10.77.0.1/24 dev "v$ID"a
 	ip -n "$NS_B" addr add 10.77.0.2/24 dev "v$ID"b
 	ip -n "$NS_A" addr add fd77::1/64 dev "v$ID"a nodad
 	ip -n "$NS_B" addr add fd77::2/64 dev "v$ID"b nodad
-	for ns in "$NS_A" "$NS_B"; do
-		ip -n "$ns" link set lo up
-		ip -n "$ns" link set "v$ID${ns##*-}" up
-	done
+	ip -n "$NS_A" link set "v$ID"a up
+	ip -n "$NS_B" link set "v$ID"b up
 }
 
 make_cgroup() { mkdir "$CG" || fail "mkdir $CG"; }
@@ -95,3 +101,5 @@ assert_ge() { [ "$1" -ge "$2" ] 2>/dev/null || fail "${3:-value}: expected >= $2
 
 # Programs attached to the test cgroup (empty when none).
 cgroup_progs() { bpftool cgroup show "$CG" 2>/dev/null | awk 'NR > 1 { print $1 }'; }
+# A jq expression over `status --json`.
+sp_json() { "$SP" status --json --pin-path "$PIN" | jq -r "$1"; }

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: GPL-2.0
+/* rehash: loader side. The decisions are in bpf/rehash.bpf.c. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "sp.h"
+#include "rehash.skel.h"
+
+#define F(x) offsetof(struct sp_rehash_cfg, x)
+static const struct sp_tunable tunables[] = {
+	{ "prob", F(prob), 0, 100, 20,
+	  "percent chance to rehash per non-RTO loss-recovery episode" },
+	{ "mode", F(mode), 0, 1, 0,
+	  "0: no balancing rehash once a flow had an RTO; 1: always" },
+	{ "rounds", F(rounds), 0, 1000, 0,
+	  "rehash after this many congested rounds in a row; 0 = off" },
+	{ "delay_pct", F(delay_pct), 100, 10000, 150,
+	  "a round is congested if srtt > min_rtt * delay_pct / 100" },
+	{ "pause_ms", F(pause_ms), 0, 600000, 2000,
+	  "no rounds-trigger rehash for this long after an RTO" },
+	{ "defer_rtts", F(defer_rtts), 0, 1000, 2,
+	  "apply a deferred rehash after this many srtt even if unsafe; 0 = wait" },
+};
+#undef F
+
+static struct rehash_bpf *skel;
+static struct bpf_link *sp_link;
+
+static void stop(struct sp_run *run)
+{
+	if (skel)
+		sp_module_unpublish(run, skel->obj, &sp_link);
+	rehash_bpf__destroy(skel);
+	skel = NULL;
+}
+
+static int start(struct sp_run *run)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = run->btf_path);
+	int err;
+
+	skel = rehash_bpf__open_opts(&opts);
+	if (!skel)
+		return sp_err("rehash: open: %s", strerror(errno));
+	err = rehash_bpf__load(skel);
+	if (err)
+		return sp_err("rehash: load: %s", strerror(-err));
+	return sp_module_publish(run, &sp_mod_rehash, skel->obj, skel->progs.sp_rehash, &sp_link);
+}
+
+static const char *const names[SP_RH_NR] = {
+	[SP_RH_RETRANS] = "retrans_seen", [SP_RH_EPISODES] = "episodes",
+	[SP_RH_NOW] = "rehash_now", [SP_RH_DEFERRED] = "rehash_deferred",
+	[SP_RH_DEFERRED_DONE] = "rehash_deferred_done",
+	[SP_RH_DEFERRED_FORCED] = "rehash_deferred_forced",
+	[SP_RH_SUP_MODE] = "suppressed_mode", [SP_RH_SUP_PAUSE] = "suppressed_pause",
+	[SP_RH_SUP_PROB] = "suppressed_prob", [SP_RH_LOSS_STATE] = "retrans_in_loss",
+	[SP_RH_RTO] = "rto", [SP_RH_ROUNDS] = "rounds_trigger",
+};
+
+/* Connections with at least one rehash, most rehashed first (at most 10). */
+static void print_conns(const char *pin_dir, FILE *out, bool json)
+{
+	struct sp_rehash_conn_key k, next, top_k[10];
+	struct sp_rehash_conn v, top_v[10];
+	int fd = sp_open_pinned(pin_dir, "rehash_conns"), n = 0;
+	void *prev = NULL;
+
+	if (fd < 0)
+		return;
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		k = next;
+		prev = &k;
+		if (bpf_map_lookup_elem(fd, &k, &v) || !(v.rehashes | v.episodes | v.rtos))
+			continue;
+		int i = n < 10 ? n++ : 9;
+
+		if (i == 9 && n == 10 && top_v[9].rehashes >= v.rehashes)
+			continue;
+		for (; i > 0 && top_v[i - 1].rehashes < v.rehashes; i--) {
+			top_k[i] = top_k[i - 1];
+			top_v[i] = top_v[i - 1];
+		}
+		top_k[i] = k;
+		top_v[i] = v;
+	}
+	close(fd);
+	if (json)
+		fprintf(out, ",\"connections\":[");
+	else if (n)
+		fprintf(out, "  connections (most rehashed first):\n");
+	for (int i = 0; i < n; i++) {
+		char s[INET6_ADDRSTRLEN], d[INET6_ADDRSTRLEN];
+		int af = top_k[i].family == AF_INET ? AF_INET : AF_INET6;
+
+		inet_ntop(af, top_k[i].saddr, s, sizeof(s));
+		inet_ntop(af, top_k[i].daddr, d, sizeof(d));
+		if (json)
+			fprintf(out, "%s{\"src\":\"%s\",\"sport\":%u,\"dst\":\"%s\",\"dport\":%u,"
+				"\"rehashes\":%u,\"episodes\":%u,\"rtos\":%u,\"txhash\":%u}",
+				i ? "," : "", s, top_k[i].sport, d, top_k[i].dport,
+				top_v[i].rehashes, top_v[i].episodes, top_v[i].rtos, top_v[i].txhash);
+		else
+			fprintf(out, "    %s.%u > %s.%u rehashes %u episodes %u rtos %u\n", s,
+				top_k[i].sport, d, top_k[i].dport, top_v[i].rehashes,
+				top_v[i].episodes, top_v[i].rtos);
+	}
+	if (json)
+		fprintf(out, "]");
+}
+
+static void status(const char *pin_dir, FILE *out, bool json)
+{
+	sp_print_counters(pin_dir, "rehash_ctr", names, SP_RH_NR, out, json);
+	print_conns(pin_dir, out, json);
+}
+
+const struct sp_module sp_mod_rehash = {
+	.name = "rehash",
+	.summary = "move flows off congested ECMP paths by changing sk_txhash after losses",
+	.cfg_map = "rehash_cfg",
+	.cfg_size = sizeof(struct sp_rehash_cfg),
+	.tunables = tunables,
+	.nr_tunables = sizeof(tunables) / sizeof(tunables[0]),
+	.needs_cgroup = true,
+	.start = start,
+	.stop = stop,
+	.status = status,
+};

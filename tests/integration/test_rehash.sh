@@ -1,0 +1,149 @@
+# SPDX-License-Identifier: GPL-2.0
+# rehash on the ECMP testbed (tests/lib_ecmp.sh): 2 paths of 100 Mbit/s.
+source "$ROOT/tests/lib_ecmp.sh"
+
+# Topology, flow-label recorder on R1, iperf3 on D, stackpilot with rehash.
+# The sender's namespace has net.core.txrehash=0, so the kernel's own RTO
+# rehash is off there and every label change on the wire is stackpilot's.
+rh_setup() {
+	ecmp_topo 2 100mbit
+	ip netns exec "$NS_S" sysctl -qw net.core.txrehash=0
+	printf 'table ip6 sp {\n set labels { typeof tcp sport . ip6 flowlabel; size 4096; }\n chain c_fwd {\n type filter hook forward priority 0;\n ip6 nexthdr tcp tcp dport 5201 add @labels { tcp sport . ip6 flowlabel }\n }\n}\n' |
+		ip netns exec "$NS_R1" nft -f - || fail "nft labels"
+	ip netns exec "$NS_D" iperf3 -s -D -p 5201 >/dev/null || fail iperf3
+	make_cgroup
+	sp_start --cgroup "$CG" --modules rehash "$@"
+}
+
+# Flow labels seen at R1, per sender port: {"port": [labels...]}.
+labels() {
+	ip netns exec "$NS_R1" nft -j list set ip6 sp labels |
+		jq -c '[.nftables[].set.elem // empty | .[].concat] | group_by(.[0]) |
+			map({key: (.[0][0] | tostring), value: map(.[1])}) | from_entries'
+}
+# Most distinct labels any one flow had.
+labels_max() { labels | jq '[.[] | length] | max // 0'; }
+rh() { sp_json ".modules.rehash.$1"; }
+
+# iperf3 from S to D for $1 seconds; in the cgroup unless $2 = outside.
+flow() {
+	local pre=in_cgroup
+	[ "${2:-}" = outside ] && pre=
+	$pre ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t "$1" -C cubic >/dev/null || fail "iperf3"
+}
+
+t_rehash_moves_flow() {
+	rh_setup
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	flow 4
+	local now=$(rh rehash_now) done=$(rh rehash_deferred_done) deferred=$(rh rehash_deferred)
+	local forced=$(rh rehash_deferred_forced) l=$(labels) p0=$(path_tx 0) p1=$(path_tx 1)
+	local n=$((now + done + forced))
+	echo "rehashes now $now deferred $deferred (safe later $done, forced $forced); labels $l; p0 $p0 p1 $p1"
+	assert_ge "$(rh episodes)" 1 "loss-recovery episodes on a 100 Mbit/s tbf path"
+	assert_ge "$n" 4 "rehashes applied with prob=100"
+	assert_ge "$deferred" "$((done + forced))" "deferred decisions vs deferred applications"
+	# Each applied rehash is a new label on the wire (plus the initial one).
+	assert_ge "$(labels_max)" 3 "distinct flow labels of the flow seen at R1"
+	echo "$l" | jq -e '[.[][]] | index(0) == null' >/dev/null || fail "flow label 0 on the wire: $l"
+	sp_json '.modules.rehash.connections[] | select(.dport == 5201) | .txhash' | grep -qx 0 &&
+		fail "txhash 0 written"
+	# The flow's bytes moved: both paths carried a real share of it.
+	local tot=$((p0 + p1))
+	[ $((p0 * 20)) -gt $tot ] && [ $((p1 * 20)) -gt $tot ] ||
+		fail "bytes did not move between paths: p0 $p0 p1 $p1 after $n rehashes"
+	# The per-connection view shows the data connection's rehashes.
+	assert_ge "$(sp_json '[.modules.rehash.connections[] | select(.dport == 5201) | .rehashes] | max')" 2 \
+		"rehashes of the busiest connection in status"
+}
+
+t_rehash_outside_cgroup_untouched() {
+	rh_setup
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	flow 3 outside
+	assert_eq "$(labels_max)" 1 "flow labels of a flow from outside the cgroup"
+	assert_ge "$(labels | jq length)" 2 "flows seen (iperf3 control and data)"
+	assert_eq "$(rh retrans_seen)" 0 "retransmissions seen from outside the cgroup"
+	assert_eq "$(rh 'connections | length')" 0 "connections tracked from outside the cgroup"
+}
+
+# prob written as 250 by bpftool behaves as 100; 0 never rehashes.
+t_rehash_prob_clamped() {
+	rh_setup
+	"$SP" set --pin-path "$PIN" rehash.mode=1 >/dev/null || fail set
+	# prob=0 first (struct order: prob, mode, rounds, delay_pct, pause_ms, defer_rtts).
+	bpftool map update pinned "$PIN/rehash_cfg" key 0 0 0 0 value \
+		0 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0 || fail bpftool
+	flow 2
+	local ep=$(rh episodes)
+	assert_ge "$ep" 1 "episodes with prob=0"
+	assert_eq "$(rh suppressed_prob)" "$ep" "suppressed by prob=0"
+	assert_eq "$(( $(rh rehash_now) + $(rh rehash_deferred) ))" 0 "rehashes with prob=0"
+	bpftool map update pinned "$PIN/rehash_cfg" key 0 0 0 0 value \
+		250 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0 || fail bpftool
+	assert_eq "$("$SP" get --pin-path "$PIN" rehash.prob)" "rehash.prob=250" "raw map value"
+	flow 2
+	assert_ge "$(rh episodes)" $((ep + 1)) "episodes with prob=250"
+	assert_eq "$(rh suppressed_prob)" "$ep" "suppressed by prob=250 (must act as 100)"
+	assert_eq "$(( $(rh rehash_now) + $(rh rehash_deferred) ))" "$(( $(rh episodes) - ep ))" \
+		"every episode decided to rehash with prob=250"
+}
+
+# mode 0: once a flow had an RTO, balancing stops for it; mode 1 goes on.
+t_rehash_mode_after_rto() {
+	local mode sup
+	rh_setup
+	ip netns exec "$NS_R1" nft add chain ip6 sp c_drop '{ type filter hook forward priority -1; }'
+	for mode in 0 1; do
+		"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=$mode >/dev/null || fail set
+		sup=$(rh suppressed_mode)
+		# 0.6 s blackout one second in: an RTO, then congestion losses again.
+		( sleep 1; ip netns exec "$NS_R1" nft add rule ip6 sp c_drop tcp dport 5201 ip6 length '>' 200 drop
+		  sleep 0.6; ip netns exec "$NS_R1" nft flush chain ip6 sp c_drop ) &
+		BG_PIDS+=($!)
+		flow 4
+		assert_ge "$(rh rto)" 1 "RTOs after a blackout"
+		if [ $mode = 0 ]; then
+			assert_ge "$(rh suppressed_mode)" $((sup + 1)) "episodes suppressed after an RTO in mode 0"
+		else
+			assert_eq "$(rh suppressed_mode)" "$sup" "episodes suppressed in mode 1"
+		fi
+	done
+}
+
+t_rehash_ipv4_counts() {
+	rh_setup
+	"$SP" set --pin-path "$PIN" rehash.prob=100 >/dev/null || fail set
+	in_cgroup ip netns exec "$NS_S" iperf3 -4 -c 10.2.0.2 -p 5201 -t 2 >/dev/null || fail "iperf3 v4"
+	assert_ge "$(rh retrans_seen)" 1 "IPv4 retransmissions seen"
+	assert_ge "$(( $(rh rehash_now) + $(rh rehash_deferred) ))" 1 "IPv4 rehash decisions"
+	kill -0 "$SP_PID" || fail "stackpilot died"
+	sp_json '.modules.rehash.connections[0].src' | grep -q '^10\.1\.0\.1$' || fail "IPv4 connection not shown"
+}
+
+# The rounds trigger alone (prob=0): a standing queue on the path rehashes.
+t_rehash_rounds_trigger() {
+	rh_setup
+	"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=1 rehash.rounds=4 >/dev/null || fail set
+	flow 3
+	assert_ge "$(rh rounds_trigger)" 1 "rehashes by the rounds trigger"
+	assert_ge "$(labels_max)" 2 "flow labels of one flow with the rounds trigger"
+	# After an RTO the trigger pauses: make one and hold the pause for long.
+	"$SP" set --pin-path "$PIN" rehash.pause_ms=600000 >/dev/null || fail set
+	ip netns exec "$NS_R1" nft add chain ip6 sp c_drop '{ type filter hook forward priority -1; }'
+	( sleep 0.5; ip netns exec "$NS_R1" nft add rule ip6 sp c_drop tcp dport 5201 ip6 length '>' 200 drop
+	  sleep 0.6; ip netns exec "$NS_R1" nft flush chain ip6 sp c_drop ) &
+	BG_PIDS+=($!)
+	local before=$(rh rounds_trigger)
+	flow 4
+	assert_ge "$(rh suppressed_pause)" 1 "rounds-trigger rehashes held back after an RTO"
+}
+
+# defer_rtts=0 is the patch's rule: a deferred rehash waits until it is safe.
+t_rehash_strict_defer() {
+	rh_setup
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 rehash.defer_rtts=0 >/dev/null || fail set
+	flow 2
+	assert_ge "$(rh rehash_deferred)" 1 "deferred decisions for a bulk flow"
+	assert_eq "$(rh rehash_deferred_forced)" 0 "rehashes forced with defer_rtts=0"
+}
