@@ -23,7 +23,7 @@ LIBBPF_LIBS   := $(shell $(PKGCONFIG) --libs libbpf 2>/dev/null || echo -lbpf) -
 CFLAGS    ?= -g -O2
 CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -std=gnu11 \
 	     -Iinclude -Isrc -I$(OUTPUT) $(LIBBPF_CFLAGS)
-BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
+BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 	     -Wno-unused-function -I. -Iinclude
 
 ifeq ($(V),1)
@@ -38,7 +38,7 @@ endif
 .SECONDARY: $(BPF_OBJS) $(SKELS)
 
 .PHONY: all deps check test bench run clean
-all: $(OUTPUT)/stackpilot $(OUTPUT)/test_unit $(OUTPUT)/tcptool
+all: $(OUTPUT)/stackpilot $(OUTPUT)/test_unit $(OUTPUT)/test_fragguard $(OUTPUT)/tcptool $(OUTPUT)/fragflood
 
 deps:
 	$(Q)scripts/install-deps.sh
@@ -65,6 +65,10 @@ $(OUTPUT)/stackpilot: $(OUTPUT)/main.o $(LIB_OBJS)
 $(OUTPUT)/test_unit: tests/unit/test_unit.c $(LIB_OBJS) $(HDRS)
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) tests/unit/test_unit.c $(LIB_OBJS) $(LIBBPF_LIBS) -o $@
+
+$(OUTPUT)/test_fragguard: tests/unit/test_fragguard.c $(OUTPUT)/fragguard.skel.h include/stackpilot.h
+	$(call msg,BINARY,$@)
+	$(Q)$(CC) $(CFLAGS) $< $(LIBBPF_LIBS) -o $@
 
 $(OUTPUT)/%: tests/tools/%.c | $(OUTPUT)
 	$(call msg,BINARY,$@)

@@ -85,6 +85,62 @@ struct sp_rehash_conn {
 	__u32 rtos;
 };
 
+/* ---- fragguard: per-peer IP fragment memory control --------------------- */
+
+enum sp_fg_ctr {
+	SP_FG_PKTS,		/* packets seen on the attached interfaces */
+	SP_FG_FRAGS,		/* of which IPv4/IPv6 fragments */
+	SP_FG_MALFORMED,	/* fragments with bad headers: passed untouched */
+	SP_FG_ADMITTED,		/* new datagrams admitted */
+	SP_FG_REF_PEER,		/* new datagrams refused: peer over peer_limit */
+	SP_FG_REF_SHARE,	/* refused: under load, peer over its fair share */
+	SP_FG_REF_UNKNOWN,	/* refused: peers that never completed are over unknown_pct */
+	SP_FG_REF_AGE,		/* fragments refused: datagram older than its age limit */
+	SP_FG_REF_FOLLOW,	/* later fragments of a refused datagram */
+	SP_FG_DROPPED,		/* fragments dropped (all refusals, when enforce=1) */
+	SP_FG_COMPLETED,	/* datagrams seen complete */
+	SP_FG_EXPIRED,		/* datagrams aged out (the kernel's timer) */
+	SP_FG_K_TIMEOUT,	/* kernel drops: SKB_DROP_REASON_FRAG_REASM_TIMEOUT */
+	SP_FG_K_DUP,		/* kernel drops: SKB_DROP_REASON_DUP_FRAG */
+	SP_FG_K_TOO_FAR,	/* kernel drops: SKB_DROP_REASON_FRAG_TOO_FAR */
+	SP_FG_NR,
+};
+
+struct sp_fg_cfg {
+	__u32 prefix4;		/* peers are IPv4 sources masked to this (0..32) */
+	__u32 prefix6;		/* ... and IPv6 sources to this (0..128) */
+	__u32 peer_limit_kb;	/* memory one peer may hold (the seed's low_thresh) */
+	__u32 unknown_pct;	/* share of high_thresh for peers that never completed */
+	__u32 load_pct;		/* above this share of high_thresh, fair shares apply */
+	__u32 enforce;		/* 0: account only; 1: drop refused fragments */
+};
+
+/* Written by the loader every 100 ms, index 0 = IPv4, 1 = IPv6. */
+struct sp_fg_global {
+	__u64 mem;		/* kernel reassembly memory (sockstat FRAG memory) */
+	__u64 high_thresh;	/* ipfrag_high_thresh */
+	__u64 time_ns;		/* ipfrag_time */
+};
+
+#define SP_FG_DGRAMS	65536	/* datagrams in progress (LRU) */
+#define SP_FG_PEERS	16384	/* peers that never completed a datagram (LRU) */
+#define SP_FG_KNOWN	4096	/* peers that completed one: a flood cannot evict them */
+
+struct sp_fg_peer_key {
+	__u32 family;
+	__u32 addr[4];		/* masked to the prefix */
+};
+
+struct sp_fg_peer {
+	__s64 mem;		/* estimated kernel memory held (truesize + queue) */
+	__u32 in_progress;
+	__u32 completed;
+	__u32 expired;
+	__u32 admitted;
+	__u32 refused;		/* datagrams and fragments refused */
+	__u32 pad;
+};
+
 /* ---- loader bookkeeping ------------------------------------------------- */
 
 #define SP_MAX_IFACES	8

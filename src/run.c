@@ -38,7 +38,8 @@ static void usage_run(FILE *out)
 "\n"
 "  --cgroup PATH      cgroup v2 folder, absolute or relative to the cgroup v2\n"
 "                     mount (default: its root, i.e. the whole host)\n"
-"  --modules LIST     comma-separated modules, or 'all' (default: all)\n"
+"  --modules LIST     comma-separated modules, or 'all' (default: all; without\n"
+"                     --iface, all but those that attach to interfaces)\n"
 "  --iface DEV        interface for modules that attach to devices (repeatable,\n"
 "                     at most %d)\n"
 "  --pin-path DIR     pin folder on a bpf filesystem (default %s)\n"
@@ -169,6 +170,12 @@ int cmd_run(int argc, char **argv)
 		return sp_fail(2, "run: unexpected argument '%s'", argv[optind]);
 	if (sp_parse_modules(modules_arg, &run.modules))
 		return 2;
+	/* "all" means all that can run with what was given: the modules that
+	 * attach to interfaces only when there is an --iface. */
+	if (!strcmp(modules_arg, "all") && !run.nr_ifaces)
+		for (int i = 0; i < sp_nr_modules; i++)
+			if (sp_modules[i]->needs_iface)
+				run.modules &= ~(1u << i);
 	for (int i = 0; i < sp_nr_modules; i++) {
 		if (!(run.modules & (1u << i)))
 			continue;
@@ -230,11 +237,15 @@ int cmd_run(int argc, char **argv)
 	printf("; pins in %s; Ctrl-C detaches\n", run.pin_dir);
 	fflush(stdout);
 
-	while (!stopping) {
-		struct timespec ts = { .tv_sec = interval ? interval : 3600 };
+	/* 100 ms ticks for modules that sample the system; status every interval. */
+	for (unsigned long t = 1; !stopping; t++) {
+		struct timespec ts = { .tv_nsec = 100 * 1000000 };
 
 		nanosleep(&ts, NULL);
-		if (!stopping && interval) {
+		for (int i = 0; i < sp_nr_modules && !stopping; i++)
+			if ((run.modules & (1u << i)) && sp_modules[i]->tick)
+				sp_modules[i]->tick(&run);
+		if (!stopping && interval && t % (interval * 10) == 0) {
 			char *args[] = { "status", "--pin-path", run.pin_dir, NULL };
 
 			cmd_status(3, args);

@@ -34,13 +34,15 @@ struct sp_module {
 	int (*start)(struct sp_run *run);
 	/* Detach and destroy what start() made; safe after a failed start. */
 	void (*stop)(struct sp_run *run);
+	/* Called every 100 ms while running, if set. */
+	void (*tick)(struct sp_run *run);
 	/* Print counters from the pinned maps (json: one object body). */
 	void (*status)(const char *pin_dir, FILE *out, bool json);
 };
 
 extern const struct sp_module *const sp_modules[];
 extern const int sp_nr_modules;
-extern const struct sp_module sp_mod_tcpstats, sp_mod_rehash;
+extern const struct sp_module sp_mod_tcpstats, sp_mod_rehash, sp_mod_fragguard;
 
 /* What one `stackpilot run` holds. */
 struct sp_run {

@@ -4,8 +4,10 @@
 # on every exit path, including a timeout's SIGTERM.
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-SP=$ROOT/build/stackpilot
-TCPTOOL=$ROOT/build/tcptool
+BUILD=${SP_BUILD:-$ROOT/build}
+SP=$BUILD/stackpilot
+TCPTOOL=$BUILD/tcptool
+FRAGFLOOD=$BUILD/fragflood
 ID=${SP_TEST_ID:-$(printf 's%05x' $(( (RANDOM << 8 ^ $$) & 0xfffff )))}
 PIN=/sys/fs/bpf/sp-test-$ID
 CG2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)
@@ -66,8 +68,11 @@ make_cgroup() { mkdir "$CG" || fail "mkdir $CG"; }
 in_cgroup() { sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CG" "$@"; }
 
 # Start `stackpilot run` in the background with the test's pins; wait until attached.
+# With SP_NS set, it runs as `ip netns exec $SP_NS stackpilot run`: in that
+# namespace, with a private /sys where it mounts its own bpffs, and sp_ctl
+# reaches it there through nsenter.
 sp_start() {
-	"$SP" run --pin-path "$PIN" --interval 0 "$@" >"$TMP/sp.out" 2>"$TMP/sp.err" &
+	${SP_NS:+ip netns exec "$SP_NS"} "$SP" run --pin-path "$PIN" --interval 0 "$@" >"$TMP/sp.out" 2>"$TMP/sp.err" &
 	SP_PID=$!
 	for _ in $(seq 100); do
 		grep -q '^stackpilot: attached' "$TMP/sp.out" 2>/dev/null && return 0
@@ -91,9 +96,19 @@ tcp_server() {
 	sleep 0.2
 }
 
+# stackpilot COMMAND ... against the running instance (status, get, set).
+sp_ctl() {
+	local c=$1; shift
+	if [ -n "${SP_NS:-}" ]; then
+		nsenter -t "$SP_PID" -m -n "$SP" "$c" --pin-path "$PIN" "$@"
+	else
+		"$SP" "$c" --pin-path "$PIN" "$@"
+	fi
+}
+
 # status --json field: json_get KEY (crude but enough for flat numeric keys).
 status_num() {
-	"$SP" status --json --pin-path "$PIN" | grep -o "\"$1\":[0-9.]*" | head -1 | cut -d: -f2
+	sp_ctl status --json | grep -o "\"$1\":[0-9.]*" | head -1 | cut -d: -f2
 }
 
 assert_eq() { [ "$1" = "$2" ] || fail "${3:-value}: expected '$2', got '$1'"; }
@@ -102,4 +117,4 @@ assert_ge() { [ "$1" -ge "$2" ] 2>/dev/null || fail "${3:-value}: expected >= $2
 # Programs attached to the test cgroup (empty when none).
 cgroup_progs() { bpftool cgroup show "$CG" 2>/dev/null | awk 'NR > 1 { print $1 }'; }
 # A jq expression over `status --json`.
-sp_json() { "$SP" status --json --pin-path "$PIN" | jq -r "$1"; }
+sp_json() { sp_ctl status --json | jq -r "$1"; }

@@ -15,14 +15,18 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 
-# Unit tests print "PASS name" / "FAIL name: why".
-while read -r word name rest; do
-	case $word in
-	PASS) pass=$((pass + 1)); echo "PASS unit/$name" ;;
-	FAIL) failn=$((failn + 1)); failed+=("unit/$name"); echo "FAIL unit/$name $rest" ;;
-	END) [ "$name" = 0 ] || { failn=$((failn + 1)); failed+=("unit/exit"); echo "FAIL unit/exit status $name"; } ;;
-	esac
-done < <(build/test_unit 2>&1; echo "END $?")
+# Unit tests (loader parsing; BPF programs on crafted packets) print
+# "PASS name" / "FAIL name: why"; a non-zero exit counts as one more failure.
+for bin in build/test_unit build/test_fragguard; do
+	echo "$bin" | grep -q -- "$pattern" || [ "$pattern" = . ] || continue
+	while read -r word name rest; do
+		case $word in
+		PASS) pass=$((pass + 1)); echo "PASS unit/$name" ;;
+		FAIL) name=${name%:}; failn=$((failn + 1)); failed+=("unit/$name"); echo "FAIL unit/$name: $rest" ;;
+		END) [ "$name" = 0 ] || { failn=$((failn + 1)); failed+=("$bin"); echo "FAIL $bin: exit status $name"; } ;;
+		esac
+	done < <(timeout 120 "$bin" 2>&1; echo "END $?")
+done
 
 for f in tests/integration/test_*.sh; do
 	for t in $(grep -o '^t_[a-z0-9_]*' "$f"); do

@@ -14,6 +14,11 @@ out=results/bench-$(date +%Y%m%d-%H%M%S).md
 	echo
 	echo "Kernel $(uname -r), $(nproc) CPUs. Ratios compare runs interleaved in one session."
 } >"$out"
+# Benchmarks run long: use a snapshot of the binaries, so a rebuild meanwhile
+# cannot change (or break) what is being measured.
+export SP_BUILD=$(mktemp -d /tmp/sp-bench-build.XXXX)
+trap 'rm -rf "$SP_BUILD"' EXIT
+cp build/stackpilot build/tcptool build/fragflood "$SP_BUILD"/
 rc=0
 for b in tests/bench/bench_*.sh; do
 	echo "$b" | grep -q -- "${1:-.}" || continue

@@ -36,7 +36,8 @@ t_usage_errors() {
 	make_cgroup
 	expect_error 2 "unknown module 'nope'" "$SP" run --pin-path "$PIN" --modules tcpstats,nope
 	expect_error 2 "--iface nosuch$ID: no such interface" "$SP" run --pin-path "$PIN" --iface "nosuch$ID"
-	expect_error 2 "--iface: none of the chosen modules" "$SP" run --pin-path "$PIN" --iface lo
+	expect_error 2 "--iface: none of the chosen modules" "$SP" run --pin-path "$PIN" --modules tcpstats --iface lo
+	expect_error 2 "the chosen modules need at least one --iface" "$SP" run --pin-path "$PIN" --modules fragguard
 	expect_error 2 "--interval x: expected seconds" "$SP" run --pin-path "$PIN" --interval x
 	expect_error 2 "must be an absolute path" "$SP" run --pin-path relative/pins
 	expect_error 1 "cgroup /nonexistent-$ID does not exist" "$SP" run --pin-path "$PIN" --cgroup "/nonexistent-$ID"
@@ -217,7 +218,7 @@ t_readme_main_job() {
 	local sid=$(cat "$TMP/sid")
 	[ -n "$sid" ] && [ "$sid" != "$(ps -o sid= -p $$ | tr -d ' ')" ] || fail "main job has no session of its own"
 	on_exit "kill -KILL -- -$sid"
-	grep -q "^stackpilot: attached tcpstats to cgroup $CG2;" "$TMP/main.out" || fail "main job did not attach: $(cat "$TMP/main.out")"
+	grep -q "^stackpilot: attached tcpstats rehash to cgroup $CG2;" "$TMP/main.out" || fail "main job did not attach: $(cat "$TMP/main.out")"
 	grep -q 'active_opens' "$TMP/main.out" || fail "main job shows no live status"
 	bpftool cgroup tree "$CG2" | grep -q sp_tcpstats || fail "nothing on the root cgroup"
 	kill -INT -- -"$sid"	# Ctrl-C: the whole foreground process group

@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fragguard: loader side. Attaches the tc ingress program to each --iface
+ * (creating clsact only where none exists, and removing only what it made),
+ * counts the kernel's fragment drops with tp_btf/kfree_skb, and every 100 ms
+ * feeds the namespace's real reassembly memory (sockstat) and thresholds
+ * (sysctls) to the programs. The decisions are in bpf/fragguard.bpf.c.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "sp.h"
+#include "fragguard.skel.h"
+
+#define F(x) offsetof(struct sp_fg_cfg, x)
+static const struct sp_tunable tunables[] = {
+	{ "prefix4", F(prefix4), 0, 32, 32, "IPv4 sources are grouped into peers by this prefix" },
+	{ "prefix6", F(prefix6), 0, 128, 64, "IPv6 sources are grouped into peers by this prefix" },
+	{ "peer_limit_kb", F(peer_limit_kb), 16, 1 << 20, 1024,
+	  "reassembly memory one peer may hold, KiB" },
+	{ "unknown_pct", F(unknown_pct), 1, 100, 50,
+	  "share of high_thresh for all peers that never completed a datagram" },
+	{ "load_pct", F(load_pct), 1, 100, 50,
+	  "above this share of high_thresh, each peer is held to a fair share" },
+	{ "enforce", F(enforce), 0, 1, 1, "1: drop refused fragments; 0: count only" },
+};
+#undef F
+
+/* clsact filter identity: "SP". A rerun after kill -9 replaces a stale one. */
+#define FG_TC_HANDLE	0x5350
+#define FG_TC_PRIO	0x5350
+
+static struct fragguard_bpf *skel;
+static struct bpf_link *drops_link;
+static bool hook_created[SP_MAX_IFACES], filter_attached[SP_MAX_IFACES];
+
+static void stop(struct sp_run *run)
+{
+	for (int i = 0; i < run->nr_ifaces; i++) {
+		DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = run->ifindex[i],
+				    .attach_point = BPF_TC_INGRESS);
+		DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = FG_TC_HANDLE,
+				    .priority = FG_TC_PRIO);
+
+		if (filter_attached[i])
+			bpf_tc_detach(&hook, &opts);
+		if (hook_created[i]) {
+			hook.attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS;
+			bpf_tc_hook_destroy(&hook);
+		}
+		filter_attached[i] = hook_created[i] = false;
+	}
+	bpf_link__destroy(drops_link);
+	drops_link = NULL;
+	if (skel)
+		sp_unpin_obj_maps(skel->obj, run->pin_dir);
+	fragguard_bpf__destroy(skel);
+	skel = NULL;
+}
+
+static int start(struct sp_run *run)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, oopts, .btf_custom_path = run->btf_path);
+	int err, prog_fd;
+	__u8 one = 1;
+
+	skel = fragguard_bpf__open_opts(&oopts);
+	if (!skel)
+		return sp_err("fragguard: open: %s", strerror(errno));
+	err = fragguard_bpf__load(skel);
+	if (err)
+		return sp_err("fragguard: load: %s", strerror(-err));
+	if (sp_module_publish(run, &sp_mod_fragguard, skel->obj, NULL, NULL))
+		return -1;
+	prog_fd = bpf_program__fd(skel->progs.sp_fragguard);
+	for (int i = 0; i < run->nr_ifaces; i++) {
+		DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = run->ifindex[i],
+				    .attach_point = BPF_TC_INGRESS);
+		DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = FG_TC_HANDLE,
+				    .priority = FG_TC_PRIO, .prog_fd = prog_fd,
+				    .flags = BPF_TC_F_REPLACE);
+		__u32 ifx = run->ifindex[i];
+
+		err = bpf_tc_hook_create(&hook);
+		if (err && err != -EEXIST)
+			return sp_err("fragguard: clsact on %s: %s", run->ifname[i], strerror(-err));
+		hook_created[i] = !err;
+		err = bpf_tc_attach(&hook, &opts);
+		if (err)
+			return sp_err("fragguard: tc ingress on %s: %s", run->ifname[i], strerror(-err));
+		filter_attached[i] = true;
+		bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_ifs), &ifx, &one, BPF_ANY);
+	}
+	drops_link = bpf_program__attach(skel->progs.sp_fragguard_drops);
+	if (!drops_link)
+		return sp_err("fragguard: attach tp_btf/kfree_skb: %s", strerror(errno));
+	sp_run_add_prog(run, prog_fd);
+	sp_run_add_prog(run, bpf_program__fd(skel->progs.sp_fragguard_drops));
+	return 0;
+}
+
+static unsigned long long read_ull(const char *path)
+{
+	unsigned long long v = 0;
+	FILE *f = fopen(path, "r");
+
+	if (f) {
+		if (fscanf(f, "%llu", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v;
+}
+
+/* "FRAG: inuse N memory M" (sockstat) / "FRAG6: inuse N memory M" (sockstat6). */
+static unsigned long long sockstat_frag_mem(const char *path, const char *tag)
+{
+	char line[256];
+	unsigned long long inuse, mem = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, tag, strlen(tag)) &&
+		    sscanf(line + strlen(tag), " inuse %llu memory %llu", &inuse, &mem) == 2)
+			break;
+	fclose(f);
+	return mem;
+}
+
+static void tick(struct sp_run *run)
+{
+	struct sp_fg_global g[2] = {
+		{ sockstat_frag_mem("/proc/net/sockstat", "FRAG:"),
+		  read_ull("/proc/sys/net/ipv4/ipfrag_high_thresh"),
+		  read_ull("/proc/sys/net/ipv4/ipfrag_time") * 1000000000ULL },
+		{ sockstat_frag_mem("/proc/net/sockstat6", "FRAG6:"),
+		  read_ull("/proc/sys/net/ipv6/ip6frag_high_thresh"),
+		  read_ull("/proc/sys/net/ipv6/ip6frag_time") * 1000000000ULL },
+	};
+
+	if (!skel)
+		return;
+	for (__u32 i = 0; i < 2; i++)
+		bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_glob), &i, &g[i], BPF_ANY);
+}
+
+static const char *const names[SP_FG_NR] = {
+	[SP_FG_PKTS] = "packets", [SP_FG_FRAGS] = "fragments",
+	[SP_FG_MALFORMED] = "malformed", [SP_FG_ADMITTED] = "admitted",
+	[SP_FG_REF_PEER] = "refused_peer_limit", [SP_FG_REF_SHARE] = "refused_fair_share",
+	[SP_FG_REF_UNKNOWN] = "refused_unknown_pool", [SP_FG_REF_AGE] = "refused_age",
+	[SP_FG_REF_FOLLOW] = "refused_followers", [SP_FG_DROPPED] = "dropped",
+	[SP_FG_COMPLETED] = "completed", [SP_FG_EXPIRED] = "expired",
+	[SP_FG_K_TIMEOUT] = "kernel_drop_timeout", [SP_FG_K_DUP] = "kernel_drop_dup",
+	[SP_FG_K_TOO_FAR] = "kernel_drop_too_far",
+};
+
+#define TOP 10
+struct top {
+	int n, total;
+	struct sp_fg_peer_key k[TOP];
+	struct sp_fg_peer v[TOP];
+	bool known[TOP];
+};
+
+/* Keep the TOP peers by memory of one pinned peer map. */
+static void collect(const char *pin_dir, const char *map, bool known, struct top *t)
+{
+	struct sp_fg_peer_key k, next;
+	struct sp_fg_peer v;
+	int fd = sp_open_pinned(pin_dir, map);
+	void *prev = NULL;
+
+	if (fd < 0)
+		return;
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		int i;
+
+		k = next;
+		prev = &k;
+		if (bpf_map_lookup_elem(fd, &k, &v))
+			continue;
+		t->total++;
+		if (t->n == TOP && t->v[TOP - 1].mem >= v.mem)
+			continue;
+		i = t->n < TOP ? t->n++ : TOP - 1;
+		for (; i > 0 && t->v[i - 1].mem < v.mem; i--) {
+			t->k[i] = t->k[i - 1];
+			t->v[i] = t->v[i - 1];
+			t->known[i] = t->known[i - 1];
+		}
+		t->k[i] = k;
+		t->v[i] = v;
+		t->known[i] = known;
+	}
+	close(fd);
+}
+
+static void print_peers(const char *pin_dir, FILE *out, bool json)
+{
+	struct top t = {};
+
+	collect(pin_dir, "fragguard_known", true, &t);
+	int known = t.total;
+	collect(pin_dir, "fragguard_peers", false, &t);
+	fprintf(out, json ? ",\"peers_known\":%d,\"peers_tracked\":%d,\"top_peers\":["
+			  : "  peers: %d known (completed a datagram), %d tracked; top by memory:\n",
+		known, t.total);
+	for (int i = 0; i < t.n; i++) {
+		char a[INET6_ADDRSTRLEN];
+		struct sp_fg_peer *v = &t.v[i];
+
+		inet_ntop(t.k[i].family == AF_INET ? AF_INET : AF_INET6, t.k[i].addr, a, sizeof(a));
+		fprintf(out, json ? "%s{\"peer\":\"%s\",\"known\":%s,\"mem\":%lld,\"in_progress\":%u,"
+				    "\"completed\":%u,\"expired\":%u,\"admitted\":%u,\"refused\":%u}"
+				  : "%s    %-20s %-7s mem %-9lld in_progress %-5u completed %-7u expired %-6u admitted %-7u refused %u\n",
+			json && i ? "," : "", a, t.known[i] ? (json ? "true" : "known") : (json ? "false" : "unknown"),
+			(long long)v->mem, v->in_progress, v->completed, v->expired, v->admitted, v->refused);
+	}
+	if (json)
+		fprintf(out, "]");
+}
+
+static void print_global(const char *pin_dir, FILE *out, bool json)
+{
+	int fd = sp_open_pinned(pin_dir, "fragguard_glob");
+	struct sp_fg_global g;
+
+	if (fd < 0)
+		return;
+	for (__u32 i = 0; i < 2; i++) {
+		if (bpf_map_lookup_elem(fd, &i, &g))
+			continue;
+		fprintf(out, json ? ",\"%s\":{\"mem\":%llu,\"high_thresh\":%llu,\"time_s\":%llu}"
+				  : "  %s reassembly memory %llu of high_thresh %llu, timeout %llu s\n",
+			i ? "ipv6" : "ipv4", (unsigned long long)g.mem,
+			(unsigned long long)g.high_thresh, (unsigned long long)g.time_ns / 1000000000);
+	}
+	close(fd);
+}
+
+static void status(const char *pin_dir, FILE *out, bool json)
+{
+	sp_print_counters(pin_dir, "fragguard_ctr", names, SP_FG_NR, out, json);
+	print_global(pin_dir, out, json);
+	print_peers(pin_dir, out, json);
+}
+
+const struct sp_module sp_mod_fragguard = {
+	.name = "fragguard",
+	.summary = "per-peer IP fragment memory control at tc ingress of --iface devices",
+	.cfg_map = "fragguard_cfg",
+	.cfg_size = sizeof(struct sp_fg_cfg),
+	.tunables = tunables,
+	.nr_tunables = sizeof(tunables) / sizeof(tunables[0]),
+	.needs_iface = true,
+	.start = start,
+	.stop = stop,
+	.tick = tick,
+	.status = status,
+};

@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: GPL-2.0
+# The fragment testbed: a receiver R with one veth per peer namespace.
+#   R rp$i 10.50.$i.1 / fd50:$i::1  <->  peer P$i 10.50.$i.2 / fd50:$i::2
+# stackpilot runs inside R (SP_NS), on every rp$i.
+NS_R=sp-$ID-r
+
+frag_topo() { # frag_topo NPEERS
+	local i
+	mk_netns "$NS_R"
+	for i in $(seq 1 "$1"); do
+		mk_netns "sp-$ID-p$i"
+		ip link add "rp$i" netns "$NS_R" type veth peer name "pr$i" netns "sp-$ID-p$i" || fail veth
+		ip -n "$NS_R" addr add "10.50.$i.1/24" dev "rp$i"
+		ip -n "$NS_R" addr add "fd50:$i::1/64" dev "rp$i" nodad
+		ip -n "sp-$ID-p$i" addr add "10.50.$i.2/24" dev "pr$i"
+		ip -n "sp-$ID-p$i" addr add "fd50:$i::2/64" dev "pr$i" nodad
+		ip -n "$NS_R" link set "rp$i" up
+		ip -n "sp-$ID-p$i" link set "pr$i" up
+		ip -n "sp-$ID-p$i" route add default via "10.50.$i.1"
+	done
+	# Spoofed sources arrive on rp1: accept them, and answer nothing.
+	ip netns exec "$NS_R" sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
+	for i in $(seq 1 "$1"); do
+		ip netns exec "$NS_R" sysctl -qw "net.ipv4.conf.rp$i.rp_filter=0"
+	done
+	SP_NS=$NS_R
+}
+
+peer() { local i=$1; shift; ip netns exec "sp-$ID-p$i" "$@"; }
+
+# Reassembly memory of R now (sockstat FRAG memory).
+frag_mem() { ip netns exec "$NS_R" awk '/^FRAG:/ { print $5 }' /proc/net/sockstat; }
+
+# Fragmented UDP from peer $1 to R for $2 s at $3 (e.g. 50M): percent delivered.
+udp_delivered() {
+	local i=$1 secs=$2 rate=$3 port=$((5200 + $1))
+	peer "$i" iperf3 -u -l 4000 -b "$rate" -t "$secs" -c "10.50.$i.1" -p "$port" -J 2>/dev/null |
+		jq '.end | if .sum_sent.bytes > 0 then 100 * .sum_received.bytes / .sum_sent.bytes else 0 end'
+}
+
+udp_servers() { # one iperf3 server per peer
+	local i
+	for i in $(seq 1 "$1"); do
+		ip netns exec "$NS_R" iperf3 -s -D -p $((5200 + i)) >/dev/null || fail "iperf3 server"
+	done
+	sleep 0.2
+}
