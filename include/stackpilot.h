@@ -141,6 +141,64 @@ struct sp_fg_peer {
 	__u32 pad;
 };
 
+/* ---- pmtu: per-destination path MTU learning ---------------------------- */
+
+enum sp_pm_ctr {
+	SP_PM_CONNECTS,		/* active opens seen */
+	SP_PM_CLAMPED,		/* started with a learned MSS */
+	SP_PM_LEARNED,		/* connections that proved an MTU good */
+	SP_PM_SUSPECTS,		/* RTOs that looked like a black hole */
+	SP_PM_EVENTS_LOST,	/* ring buffer full */
+	SP_PM_NR,
+};
+
+enum sp_pm_state {
+	SP_PM_S_LEARNED,	/* low from connections only */
+	SP_PM_S_SUSPECT,	/* black hole suspected, search pending */
+	SP_PM_S_SEARCHED,	/* low/high from an out-of-band search */
+	SP_PM_S_NOPROBE,	/* probes get no answer: learning from connections only */
+};
+
+struct sp_pmtu_cfg {
+	__u32 prefix4;		/* destinations are grouped by this prefix (0..32) */
+	__u32 prefix6;		/* ... (0..128) */
+	__u32 learn_kb;		/* data a connection delivers without an RTO to prove its MTU */
+	__u32 threshold;	/* search stops when high - low < threshold (bytes) */
+	__u32 max_step_pct;	/* a probe is at most low * max_step_pct / 100 */
+	__u32 max_probes;	/* tries per probe size before it counts as lost */
+	__u32 probe_timeout_ms;
+	__u32 interval_s;	/* an entry expires (and is searched again) after this */
+	__u32 base_mss;		/* first size probed, as an MSS: known to pass almost anywhere */
+	__u32 route;		/* 1: install a route MTU for searched destinations */
+};
+
+#define SP_PM_DSTS	4096	/* destinations (LRU) */
+
+struct sp_pmtu_key {
+	__u64 netns;		/* namespaces never share what they learn */
+	__u32 family;
+	__u32 addr[4];		/* masked to the prefix */
+};
+
+/* MTUs are IP packet sizes; an MSS clamp is MTU - 40 (IPv4) or - 60 (IPv6). */
+struct sp_pmtu_entry {
+	__u32 low;		/* largest MTU known to pass (0: none) */
+	__u32 high;		/* smallest MTU known to fail (0: none) */
+	__u32 state;		/* enum sp_pm_state */
+	__u32 probes;		/* probes sent for it */
+	__u64 updated_ns;	/* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+	__u32 clamped;		/* connections started with it */
+	__u32 route_mtu;	/* route installed by the loader, 0 if none */
+};
+
+/* Ring buffer event: an RTO that looks like a black hole on this path. */
+struct sp_pmtu_event {
+	struct sp_pmtu_key key;
+	__u32 dst[4];		/* the full address, for the probes */
+	__u32 mtu;		/* the connection's MTU when it stalled */
+	__u32 pad;
+};
+
 /* ---- loader bookkeeping ------------------------------------------------- */
 
 #define SP_MAX_IFACES	8

@@ -12,6 +12,7 @@
 const struct sp_module *const sp_modules[] = {
 	&sp_mod_tcpstats,
 	&sp_mod_rehash,
+	&sp_mod_pmtu,
 	&sp_mod_fragguard,
 };
 const int sp_nr_modules = sizeof(sp_modules) / sizeof(sp_modules[0]);

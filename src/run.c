@@ -44,8 +44,19 @@ static void usage_run(FILE *out)
 "                     at most %d)\n"
 "  --pin-path DIR     pin folder on a bpf filesystem (default %s)\n"
 "  --btf FILE         kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
-"  --interval SEC     print status every SEC seconds; 0 = only at start (default 2)\n"
+"  --interval SEC     print status every SEC seconds; 0 = never (default 2)\n"
+"  --mtu-probing N    pmtu: set net.ipv4.tcp_mtu_probing to N (0-2) in this\n"
+"                     namespace for the run, restored on exit\n"
+"  --verbose          libbpf's messages too (the verifier's log on a load failure)\n"
 "  -h, --help         this text\n", SP_MAX_IFACES, SP_PIN_DEFAULT);
+}
+
+static int pmtu_index(void)
+{
+	int idx = 0;
+
+	sp_module_find("pmtu", &idx);
+	return idx;
 }
 
 static int lock_pin_dir(const char *pin_dir)
@@ -127,19 +138,22 @@ int cmd_run(int argc, char **argv)
 		{ "pin-path", required_argument, NULL, 'p' },
 		{ "btf", required_argument, NULL, 'b' },
 		{ "interval", required_argument, NULL, 'n' },
+		{ "mtu-probing", required_argument, NULL, 'P' },
+		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
-	struct sp_run run = { .cgroup_fd = -1 };
+	struct sp_run run = { .cgroup_fd = -1, .mtu_probing = -1 };
 	const char *cgroup_arg = NULL, *modules_arg = "all";
 	bool need_cgroup = false, need_iface = false;
 	int opt, lock_fd, stats_fd, rc = 1;
+	bool verbose = false;
 	__u32 interval = 2;
 	struct sigaction sa = { .sa_handler = on_signal };
 
 	snprintf(run.pin_dir, sizeof(run.pin_dir), "%s", SP_PIN_DEFAULT);
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "hv", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': cgroup_arg = optarg; break;
 		case 'm': modules_arg = optarg; break;
@@ -154,6 +168,14 @@ int cmd_run(int argc, char **argv)
 			if (sp_parse_u32(optarg, 0, 86400, &interval))
 				return sp_fail(2, "--interval %s: expected seconds in [0, 86400]", optarg);
 			break;
+		case 'P': {
+			__u32 v;
+
+			if (sp_parse_u32(optarg, 0, 2, &v))
+				return sp_fail(2, "--mtu-probing %s: expected 0, 1 or 2", optarg);
+			run.mtu_probing = v;
+			break;
+		}
 		case 'i':
 			if (run.nr_ifaces == SP_MAX_IFACES)
 				return sp_fail(2, "--iface: at most %d interfaces", SP_MAX_IFACES);
@@ -162,6 +184,7 @@ int cmd_run(int argc, char **argv)
 				return sp_fail(2, "--iface %s: no such interface", optarg);
 			snprintf(run.ifname[run.nr_ifaces++], sizeof(run.ifname[0]), "%s", optarg);
 			break;
+		case 'v': verbose = true; break;
 		case 'h': usage_run(stdout); return 0;
 		default: usage_run(stderr); return 2;
 		}
@@ -186,6 +209,8 @@ int cmd_run(int argc, char **argv)
 		return sp_fail(2, "--iface: none of the chosen modules attaches to interfaces");
 	if (need_iface && !run.nr_ifaces)
 		return sp_fail(2, "the chosen modules need at least one --iface DEV");
+	if (run.mtu_probing >= 0 && !(run.modules & (1u << pmtu_index())))
+		return sp_fail(2, "--mtu-probing is for the pmtu module, which is not chosen");
 	if (cgroup_arg && !need_cgroup)
 		return sp_fail(2, "--cgroup: none of the chosen modules attaches to a cgroup");
 
@@ -207,7 +232,8 @@ int cmd_run(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
-	libbpf_set_print(NULL);	/* our own one-line errors instead */
+	if (!verbose)
+		libbpf_set_print(NULL);	/* our own one-line errors instead */
 
 	/* Run counts and times while we run; the kernel drops this with the fd. */
 	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
@@ -261,5 +287,6 @@ out:
 	if (run.cgroup_fd >= 0)
 		close(run.cgroup_fd);
 	close(lock_fd);
+	sp_unmount_ours();
 	return rc;
 }

@@ -42,7 +42,7 @@ struct sp_module {
 
 extern const struct sp_module *const sp_modules[];
 extern const int sp_nr_modules;
-extern const struct sp_module sp_mod_tcpstats, sp_mod_rehash, sp_mod_fragguard;
+extern const struct sp_module sp_mod_tcpstats, sp_mod_rehash, sp_mod_fragguard, sp_mod_pmtu;
 
 /* What one `stackpilot run` holds. */
 struct sp_run {
@@ -54,6 +54,7 @@ struct sp_run {
 	char ifname[SP_MAX_IFACES][32];
 	__u32 modules;			/* bitmask over sp_modules */
 	const char *btf_path;		/* --btf, or NULL for the kernel's */
+	int mtu_probing;		/* --mtu-probing, -1 = leave as is */
 	__u32 nr_progs;
 	__u32 prog_ids[SP_MAX_PROGS];	/* attached programs, for status */
 	void *priv[16];			/* per-module state, by index */
@@ -68,6 +69,8 @@ int sp_check_privileges(void);
 int sp_check_btf(const char *btf_path);
 int sp_ensure_bpffs(const char *pin_dir);
 int sp_cgroup2_mount(char *buf, size_t len);
+extern bool sp_mounted_bpffs, sp_mounted_cgroup2;
+void sp_unmount_ours(void);
 int sp_resolve_cgroup(const char *arg, char *out, size_t len);
 int sp_pin_path(char *buf, size_t len, const char *pin_dir, const char *name);
 int sp_sum_percpu(int map_fd, __u32 key, __u64 *sum);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Errors, number parsing, privileges, bpffs and cgroup v2 discovery. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -112,7 +113,43 @@ int sp_ensure_bpffs(const char *pin_dir)
 		return sp_err("cannot mount bpffs at %s: mkdir: %s", parent, strerror(errno));
 	if (mount("bpf", parent, "bpf", 0, "mode=0700"))
 		return sp_err("cannot mount bpffs at %s: %s", parent, strerror(errno));
+	sp_mounted_bpffs = true;
 	return 0;
+}
+
+bool sp_mounted_bpffs, sp_mounted_cgroup2;
+
+/* Undo the mounts made above, if nothing else has been put there meanwhile. */
+void sp_unmount_ours(void)
+{
+	struct dirent *d;
+	DIR *dir;
+	int others = 0;
+
+	if (sp_mounted_cgroup2)
+		umount2("/sys/fs/cgroup", MNT_DETACH);
+	if (!sp_mounted_bpffs || !(dir = opendir("/sys/fs/bpf")))
+		return;
+	while ((d = readdir(dir)))	/* the kernel's own preload entries do not count */
+		others += strcmp(d->d_name, ".") && strcmp(d->d_name, "..") &&
+			  !strstr(d->d_name, ".debug");
+	closedir(dir);
+	if (!others)
+		umount2("/sys/fs/bpf", MNT_DETACH);
+}
+
+static bool is_empty_dir(const char *path)
+{
+	DIR *dir = opendir(path);
+	struct dirent *d;
+	int n = 0;
+
+	if (!dir)
+		return false;
+	while ((d = readdir(dir)))
+		n += strcmp(d->d_name, ".") && strcmp(d->d_name, "..");
+	closedir(dir);
+	return n == 0;
 }
 
 /* Where cgroup v2 is mounted: /sys/fs/cgroup on unified hosts, .../unified on hybrid ones. */
@@ -136,6 +173,14 @@ int sp_cgroup2_mount(char *buf, size_t len)
 		}
 	}
 	fclose(f);
+	/* None at all, as under `ip netns exec` (a fresh /sys): mount one where
+	 * systemd would, if that place is free. */
+	if (found && is_empty_dir("/sys/fs/cgroup") &&
+	    !mount("cgroup2", "/sys/fs/cgroup", "cgroup2", 0, NULL)) {
+		sp_mounted_cgroup2 = true;
+		snprintf(buf, len, "/sys/fs/cgroup");
+		found = 0;
+	}
 	if (found)
 		return sp_err("no cgroup v2 filesystem is mounted (mount -t cgroup2 none /sys/fs/cgroup/unified)");
 	return 0;

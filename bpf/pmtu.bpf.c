@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pmtu: learn a path's MTU once per destination and start later connections
+ * right. Where overlays drop big packets silently, the kernel recovers per
+ * socket only, after several RTOs (black-hole detection, tcp_mtu_probing).
+ *
+ *  TCP_CONNECT_CB  a destination with a known-good MTU: set TCP_MAXSEG to
+ *                  it, before tcp_connect_init copies it into mss_clamp. Never
+ *                  above what was shown to pass: a connection is never a probe.
+ *  RTT_CB          a connection that has delivered learn_kb since its last
+ *                  RTO has proved its current MTU good.
+ *  RTO_CB          an RTO after data was delivered, with full-size segments
+ *                  out: a black hole suspect. Tell the loader (ring buffer),
+ *                  which searches the path with DF probes that cost no
+ *                  connection anything (src/mod_pmtu.c).
+ */
+#include "common.bpf.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define SOL_TCP		6
+#define TCP_MAXSEG	2
+#define AF_INET		2
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sp_pmtu_cfg);
+} pmtu_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SP_PM_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} pmtu_ctr SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SP_PM_DSTS);
+	__type(key, struct sp_pmtu_key);
+	__type(value, struct sp_pmtu_entry);
+} pmtu_dsts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} pmtu_events SEC(".maps");
+
+struct sk_state {
+	__u64 acked_at_rto;	/* bytes_acked at the last RTO */
+	__u8 learned;
+	__u8 suspected;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sk_state);
+} pmtu_sk SEC(".maps");
+
+struct cfg {
+	__u32 prefix4, prefix6, learn_bytes;
+	__u64 interval_ns;
+};
+
+static __always_inline void read_cfg(struct cfg *c)
+{
+	__u32 zero = 0;
+	struct sp_pmtu_cfg *m = bpf_map_lookup_elem(&pmtu_cfg, &zero);
+
+	*c = (struct cfg){ 32, 64, 64 << 10, 600ULL * 1000000000 };
+	if (!m)
+		return;
+	c->prefix4 = m->prefix4 > 32 ? 32 : m->prefix4;
+	c->prefix6 = m->prefix6 > 128 ? 128 : m->prefix6;
+	c->learn_bytes = (m->learn_kb < 4 ? 4 : m->learn_kb > 1 << 20 ? 1 << 20 : m->learn_kb) << 10;
+	c->interval_ns = (__u64)(m->interval_s < 1 ? 1 : m->interval_s > 86400 ? 86400 : m->interval_s) *
+			 1000000000;
+}
+
+static __always_inline void make_key(struct bpf_sock_ops *skops, const struct cfg *c,
+				     struct sp_pmtu_key *k, __u32 *full)
+{
+	__u32 bits = skops->family == AF_INET ? c->prefix4 : c->prefix6;
+
+	__builtin_memset(k, 0, sizeof(*k));
+	k->netns = bpf_get_netns_cookie(skops);
+	k->family = skops->family;
+	/* Load every field, then choose: the verifier refuses ctx loads through a
+	 * pointer, which is what clang makes of "family ? ip4 : ip6[0]". */
+	__u32 ip4 = skops->remote_ip4, a0 = skops->remote_ip6[0], a1 = skops->remote_ip6[1],
+	      a2 = skops->remote_ip6[2], a3 = skops->remote_ip6[3];
+
+	barrier_var(ip4);
+	barrier_var(a0);
+	if (skops->family == AF_INET) {
+		k->addr[0] = ip4;
+	} else {
+		k->addr[0] = a0; k->addr[1] = a1; k->addr[2] = a2; k->addr[3] = a3;
+	}
+	__builtin_memcpy(full, k->addr, 16);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		__u32 b = bits > 32 ? 32 : bits;
+
+		k->addr[i] &= b ? bpf_htonl(b == 32 ? 0xffffffff : ~(0xffffffffu >> b)) : 0;
+		bits -= b;
+	}
+}
+
+static __always_inline __u32 ip_hdr_len(const struct bpf_sock_ops *skops)
+{
+	return skops->family == AF_INET ? 20 : 40;
+}
+
+/* The MTU a connection's full-size segments use: payload + TCP header with options + IP. */
+static __always_inline __u32 conn_mtu(struct bpf_sock_ops *skops)
+{
+	struct bpf_sock *bsk = skops->sk;
+	struct tcp_sock *tp;
+
+	if (!bsk || !(tp = bpf_skc_to_tcp_sock(bsk)))
+		return 0;
+	return skops->mss_cache + tp->tcp_header_len + ip_hdr_len(skops);
+}
+
+static __always_inline void on_connect(struct bpf_sock_ops *skops, const struct cfg *c)
+{
+	struct bpf_sock *bsk = skops->sk;
+	struct sp_pmtu_key k;
+	struct sp_pmtu_entry *e;
+	__u32 full[4];
+	int mss;
+
+	sp_count(&pmtu_ctr, SP_PM_CONNECTS, 1);
+	if (bsk)
+		bpf_sk_storage_get(&pmtu_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+	make_key(skops, c, &k, full);
+	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
+	if (!e || !e->low || bpf_ktime_get_ns() - e->updated_ns > c->interval_ns)
+		return;
+	/* IPv6 never below its minimum MTU, whatever the map says. */
+	mss = (skops->family == AF_INET ? (e->low < 576 ? 576 : e->low) - 40
+					: (e->low < 1280 ? 1280 : e->low) - 60);
+	if (!bpf_setsockopt(skops, SOL_TCP, TCP_MAXSEG, &mss, sizeof(mss))) {
+		__sync_fetch_and_add(&e->clamped, 1);
+		sp_count(&pmtu_ctr, SP_PM_CLAMPED, 1);
+	}
+}
+
+static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *s,
+				   const struct cfg *c)
+{
+	struct sp_pmtu_entry *e, fresh = {};
+	struct sp_pmtu_key k;
+	__u32 full[4], mtu;
+
+	if (s->learned || skops->bytes_acked - s->acked_at_rto < c->learn_bytes)
+		return;
+	s->learned = 1;
+	mtu = conn_mtu(skops);
+	if (!mtu)
+		return;
+	make_key(skops, c, &k, full);
+	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
+	if (!e) {
+		fresh.low = mtu;
+		fresh.updated_ns = bpf_ktime_get_ns();
+		bpf_map_update_elem(&pmtu_dsts, &k, &fresh, BPF_NOEXIST);
+		sp_count(&pmtu_ctr, SP_PM_LEARNED, 1);
+		return;
+	}
+	if (mtu > e->low) {
+		e->low = mtu;
+		/* It passed: whatever said it fails is out of date. */
+		if (e->high && e->high <= mtu)
+			e->high = 0;
+		e->updated_ns = bpf_ktime_get_ns();
+		sp_count(&pmtu_ctr, SP_PM_LEARNED, 1);
+	}
+}
+
+static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *s,
+				   const struct cfg *c)
+{
+	struct sp_pmtu_event *ev;
+	struct sp_pmtu_entry *e;
+	__u32 mtu = conn_mtu(skops);
+
+	s->acked_at_rto = skops->bytes_acked;
+	/* A black hole passes the handshake and small segments, then eats the
+	 * full-size ones: data delivered before, full-size data out now. */
+	if (s->suspected || !skops->bytes_acked || !skops->packets_out || !mtu)
+		return;
+	ev = bpf_ringbuf_reserve(&pmtu_events, sizeof(*ev), 0);
+	if (!ev) {
+		sp_count(&pmtu_ctr, SP_PM_EVENTS_LOST, 1);
+		return;
+	}
+	make_key(skops, c, &ev->key, ev->dst);
+	e = bpf_map_lookup_elem(&pmtu_dsts, &ev->key);
+	if (e && e->low >= mtu) {	/* it is known to pass: congestion, not MTU */
+		bpf_ringbuf_discard(ev, 0);
+		return;
+	}
+	s->suspected = 1;
+	ev->mtu = mtu;
+	bpf_ringbuf_submit(ev, 0);
+	sp_count(&pmtu_ctr, SP_PM_SUSPECTS, 1);
+}
+
+SEC("sockops")
+int sp_pmtu(struct bpf_sock_ops *skops)
+{
+	struct bpf_sock *bsk = skops->sk;
+	struct sk_state *s;
+	struct cfg c;
+
+	read_cfg(&c);
+	switch (skops->op) {
+	case BPF_SOCK_OPS_TCP_CONNECT_CB:
+		on_connect(skops, &c);
+		return 1;
+	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
+	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
+		if (bsk)
+			bpf_sk_storage_get(&pmtu_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+		sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG | BPF_SOCK_OPS_RTT_CB_FLAG);
+		return 1;
+	case BPF_SOCK_OPS_RTT_CB:
+	case BPF_SOCK_OPS_RTO_CB:
+		break;
+	default:
+		return 1;
+	}
+	if (!bsk || !(s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, 0)))
+		return 1;
+	if (skops->op == BPF_SOCK_OPS_RTT_CB)
+		on_rtt(skops, s, &c);
+	else
+		on_rto(skops, s, &c);
+	return 1;
+}

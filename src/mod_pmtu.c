@@ -1,0 +1,583 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pmtu: loader side. The sockops program (bpf/pmtu.bpf.c) learns from
+ * connections and reports black-hole suspects on a ring buffer; here each
+ * suspect destination is searched with DF probes (ICMP echo, IP_PMTUDISC_PROBE)
+ * by binary search between a known-good and a known-bad MTU, the first step
+ * bounded by max_step_pct (Heffner's 2x), max_probes tries per size (RFC 8899
+ * MAX_PROBES), until high - low < threshold. The result goes to the map, and
+ * with pmtu.route=1 into a route MTU so stalled connections recover too.
+ * Probes run in the loader's network namespace: run stackpilot in the
+ * namespace whose connections it serves (ip netns exec NS stackpilot run).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/ip_icmp.h>
+#include <netinet/icmp6.h>
+#include <poll.h>
+#include <stddef.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "sp.h"
+#include "pmtu.skel.h"
+
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71
+#endif
+#define RTPROT_STACKPILOT 0xa5	/* marks the routes this module installs */
+
+#define F(x) offsetof(struct sp_pmtu_cfg, x)
+static const struct sp_tunable tunables[] = {
+	{ "prefix4", F(prefix4), 0, 32, 32, "IPv4 destinations share what is learned by this prefix" },
+	{ "prefix6", F(prefix6), 0, 128, 64, "IPv6 destinations share what is learned by this prefix" },
+	{ "learn_kb", F(learn_kb), 4, 1 << 20, 64,
+	  "KiB a connection delivers without an RTO to prove its MTU good" },
+	{ "threshold", F(threshold), 1, 1024, 8, "search stops when high - low < threshold bytes" },
+	{ "max_step_pct", F(max_step_pct), 101, 1000, 200,
+	  "a probe is at most low * max_step_pct / 100 (Heffner: 2x)" },
+	{ "max_probes", F(max_probes), 1, 10, 3, "tries per probe size before it counts as too big" },
+	{ "probe_timeout_ms", F(probe_timeout_ms), 10, 10000, 500,
+	  "longest wait for a probe's answer (shorter: 4x the base probe's RTT)" },
+	{ "interval_s", F(interval_s), 1, 86400, 600,
+	  "entries expire after this and are searched again (RFC 4821 raise timer)" },
+	{ "base_mss", F(base_mss), 500, 9000, 1024, "first probe size as an MSS, as tcp_base_mss" },
+	{ "route", F(route), 0, 1, 0, "1: install a route MTU for searched destinations" },
+};
+#undef F
+
+#define MAX_PENDING 64
+#define MAX_ROUTES 256
+
+static struct pmtu_bpf *skel;
+static struct bpf_link *sp_link;
+static struct ring_buffer *rb;
+static __u64 my_netns;
+static struct sp_pmtu_event pending[MAX_PENDING];
+static int nr_pending;
+static struct route { struct sp_pmtu_key key; __u32 dst[4]; int family; } routes[MAX_ROUTES];
+static int nr_routes;
+static int saved_mtu_probing = -1;
+static unsigned long ticks;
+static __u16 echo_seq;
+
+static __u64 mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static void read_cfg(struct sp_pmtu_cfg *c)
+{
+	__u32 zero = 0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.pmtu_cfg), &zero, c))
+		memset(c, 0, sizeof(*c));
+	/* Written from outside too: clamp as the BPF side does. */
+	for (int i = 0; i < (int)(sizeof(tunables) / sizeof(tunables[0])); i++) {
+		__u32 *v = (__u32 *)((char *)c + tunables[i].off);
+
+		if (*v < tunables[i].min)
+			*v = tunables[i].min;
+		if (*v > tunables[i].max)
+			*v = tunables[i].max;
+	}
+}
+
+/* ---- probes ------------------------------------------------------------- */
+
+/* One DF echo of `mtu` bytes (IP header included). 1 answered, 0 not. */
+static int probe_once(int family, const __u32 *dst, __u32 mtu, int timeout_ms, double *rtt_ms)
+{
+	int v6 = family == AF_INET6, fd, pmtud, hl = v6 ? 40 : 20;
+	struct sockaddr_storage sa = {};
+	unsigned char buf[65536];
+	__u16 id = getpid() & 0xffff, seq = ++echo_seq;
+	__u64 t0 = mono_ns(), deadline = t0 + timeout_ms * 1000000ULL;
+	size_t len = mtu - hl;
+	int ok = 0;
+
+	fd = socket(family, SOCK_RAW | SOCK_CLOEXEC, v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP);
+	if (fd < 0)
+		return -1;
+	/* DF on, and sizes above the cached path MTU are sent anyway. */
+	pmtud = v6 ? IPV6_PMTUDISC_PROBE : IP_PMTUDISC_PROBE;
+	setsockopt(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_MTU_DISCOVER : IP_MTU_DISCOVER,
+		   &pmtud, sizeof(pmtud));
+	memset(buf, 0x5a, len);
+	if (v6) {
+		struct sockaddr_in6 *s6 = (void *)&sa;
+		struct icmp6_hdr *h = (void *)buf;
+
+		s6->sin6_family = AF_INET6;
+		memcpy(&s6->sin6_addr, dst, 16);
+		h->icmp6_type = ICMP6_ECHO_REQUEST;
+		h->icmp6_code = 0;
+		h->icmp6_cksum = 0;	/* the kernel fills it for ICMPv6 raw sockets */
+		h->icmp6_id = htons(id);
+		h->icmp6_seq = htons(seq);
+	} else {
+		struct sockaddr_in *s4 = (void *)&sa;
+		struct icmphdr *h = (void *)buf;
+		__u32 sum = 0;
+
+		s4->sin_family = AF_INET;
+		s4->sin_addr.s_addr = dst[0];
+		h->type = ICMP_ECHO;
+		h->code = 0;
+		h->checksum = 0;
+		h->un.echo.id = htons(id);
+		h->un.echo.sequence = htons(seq);
+		for (size_t i = 0; i + 1 < len; i += 2)
+			sum += *(__u16 *)(buf + i);
+		if (len & 1)
+			sum += buf[len - 1];
+		while (sum >> 16)
+			sum = (sum & 0xffff) + (sum >> 16);
+		h->checksum = ~sum;
+	}
+	if (sendto(fd, buf, len, 0, (void *)&sa, v6 ? sizeof(struct sockaddr_in6)
+						    : sizeof(struct sockaddr_in)) < 0) {
+		close(fd);
+		return 0;	/* EMSGSIZE: bigger than our own link */
+	}
+	while (!ok) {
+		__u64 now = mono_ns();
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (now >= deadline || poll(&p, 1, (deadline - now) / 1000000 + 1) <= 0)
+			break;
+		n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (v6) {
+			struct icmp6_hdr *h = (void *)buf;
+
+			ok = n >= 8 && h->icmp6_type == ICMP6_ECHO_REPLY &&
+			     ntohs(h->icmp6_id) == id && ntohs(h->icmp6_seq) == seq;
+		} else if (n >= 28) {
+			struct icmphdr *h = (void *)(buf + (buf[0] & 0xf) * 4);
+
+			ok = h->type == ICMP_ECHOREPLY && ntohs(h->un.echo.id) == id &&
+			     ntohs(h->un.echo.sequence) == seq;
+		}
+	}
+	if (ok && rtt_ms)
+		*rtt_ms = (mono_ns() - t0) / 1e6;
+	close(fd);
+	return ok;
+}
+
+static int probe(int family, const __u32 *dst, __u32 mtu, const struct sp_pmtu_cfg *c,
+		 int timeout_ms, __u32 *sent)
+{
+	for (__u32 i = 0; i < c->max_probes; i++) {
+		++*sent;
+		if (probe_once(family, dst, mtu, timeout_ms, NULL) == 1)
+			return 1;
+	}
+	return 0;
+}
+
+/* What the kernel would use toward dst now: its route's (or cached) path MTU. */
+static __u32 route_mtu(int family, const __u32 *dst)
+{
+	struct sockaddr_storage sa = {};
+	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0), mtu = 0;
+	socklen_t l = sizeof(mtu);
+
+	if (fd < 0)
+		return 0;
+	if (family == AF_INET6) {
+		((struct sockaddr_in6 *)&sa)->sin6_family = AF_INET6;
+		((struct sockaddr_in6 *)&sa)->sin6_port = htons(9);
+		memcpy(&((struct sockaddr_in6 *)&sa)->sin6_addr, dst, 16);
+	} else {
+		((struct sockaddr_in *)&sa)->sin_family = AF_INET;
+		((struct sockaddr_in *)&sa)->sin_port = htons(9);
+		((struct sockaddr_in *)&sa)->sin_addr.s_addr = dst[0];
+	}
+	if (!connect(fd, (void *)&sa, sizeof(sa)))
+		getsockopt(fd, family == AF_INET6 ? IPPROTO_IPV6 : IPPROTO_IP,
+			   family == AF_INET6 ? IPV6_MTU : IP_MTU, &mtu, &l);
+	close(fd);
+	return mtu > 0 ? mtu : 0;
+}
+
+/* ---- routes (netlink) --------------------------------------------------- */
+
+struct nlreq {
+	struct nlmsghdr nh;
+	struct rtmsg rt;
+	char attrs[256];
+};
+
+static void addattr(struct nlreq *r, int type, const void *data, int len)
+{
+	struct rtattr *a = (void *)((char *)r + NLMSG_ALIGN(r->nh.nlmsg_len));
+
+	a->rta_type = type;
+	a->rta_len = RTA_LENGTH(len);
+	memcpy(RTA_DATA(a), data, len);
+	r->nh.nlmsg_len = NLMSG_ALIGN(r->nh.nlmsg_len) + RTA_ALIGN(a->rta_len);
+}
+
+/* Send one request; for RTM_GETROUTE, copy the reply into *reply. 0 or -errno. */
+static int nl_talk(struct nlreq *req, struct nlreq *reply)
+{
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+	char buf[8192];
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE), err = -EIO;
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	req->nh.nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
+	if (sendto(fd, req, req->nh.nlmsg_len, 0, (void *)&sa, sizeof(sa)) < 0)
+		goto out;
+	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+		for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
+			if (h->nlmsg_type == NLMSG_ERROR) {
+				err = ((struct nlmsgerr *)NLMSG_DATA(h))->error;
+				goto out;
+			}
+			if (reply && h->nlmsg_type == RTM_NEWROUTE && h->nlmsg_len <= sizeof(*reply)) {
+				memcpy(reply, h, h->nlmsg_len);
+				reply = NULL;
+			}
+		}
+	}
+out:
+	close(fd);
+	return err;
+}
+
+static void route_req(struct nlreq *r, int type, int flags, int family, const __u32 *dst)
+{
+	memset(r, 0, sizeof(*r));
+	r->nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
+	r->nh.nlmsg_type = type;
+	r->nh.nlmsg_flags = flags;
+	r->rt.rtm_family = family;
+	r->rt.rtm_dst_len = family == AF_INET ? 32 : 128;
+	r->rt.rtm_table = RT_TABLE_MAIN;
+	addattr(r, RTA_DST, dst, family == AF_INET ? 4 : 16);
+}
+
+/* A host route to dst with the kernel's current nexthop and `mtu`, marked as ours. */
+static int route_add(int family, const __u32 *dst, __u32 mtu)
+{
+	struct nlreq req, cur;
+	struct rtattr *a;
+	int len, err;
+	char metrics[RTA_SPACE(sizeof(__u32))];
+	struct rtattr *m = (void *)metrics;
+
+	route_req(&req, RTM_GETROUTE, 0, family, dst);
+	req.nh.nlmsg_flags = 0;
+	memset(&cur, 0, sizeof(cur));
+	err = nl_talk(&req, &cur);
+	if (err && !cur.nh.nlmsg_len)
+		return err;
+	route_req(&req, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, family, dst);
+	req.rt.rtm_protocol = RTPROT_STACKPILOT;
+	req.rt.rtm_scope = RT_SCOPE_UNIVERSE;
+	req.rt.rtm_type = RTN_UNICAST;
+	len = cur.nh.nlmsg_len - NLMSG_LENGTH(sizeof(struct rtmsg));
+	for (a = RTM_RTA(&cur.rt); RTA_OK(a, len); a = RTA_NEXT(a, len))
+		if (a->rta_type == RTA_GATEWAY || a->rta_type == RTA_OIF)
+			addattr(&req, a->rta_type, RTA_DATA(a), RTA_PAYLOAD(a));
+	m->rta_type = RTAX_MTU;
+	m->rta_len = RTA_LENGTH(sizeof(__u32));
+	memcpy(RTA_DATA(m), &mtu, sizeof(mtu));
+	addattr(&req, RTA_METRICS, metrics, sizeof(metrics));
+	return nl_talk(&req, NULL);
+}
+
+static int route_del(int family, const __u32 *dst)
+{
+	struct nlreq req;
+
+	route_req(&req, RTM_DELROUTE, 0, family, dst);
+	req.rt.rtm_protocol = RTPROT_STACKPILOT;
+	return nl_talk(&req, NULL);
+}
+
+static void forget_route(const struct sp_pmtu_key *k)
+{
+	for (int i = 0; i < nr_routes; i++) {
+		if (memcmp(&routes[i].key, k, sizeof(*k)))
+			continue;
+		route_del(routes[i].family, routes[i].dst);
+		routes[i] = routes[--nr_routes];
+		return;
+	}
+}
+
+/* ---- search ------------------------------------------------------------- */
+
+static void search(const struct sp_pmtu_event *ev)
+{
+	int fam = ev->key.family, fd = bpf_map__fd(skel->maps.pmtu_dsts);
+	__u32 floor_mtu, ceil_mtu, low, high, size, cap, sent = 0;
+	struct sp_pmtu_entry e = {};
+	struct sp_pmtu_cfg c;
+	double rtt = 0;
+	int timeout, ok;
+	char a[INET6_ADDRSTRLEN];
+
+	read_cfg(&c);
+	inet_ntop(fam, ev->dst, a, sizeof(a));
+	bpf_map_lookup_elem(fd, &ev->key, &e);
+	if (ev->key.netns != my_netns) {
+		fprintf(stderr, "stackpilot: pmtu: %s: connection in another network namespace; "
+			"cannot probe from here (run stackpilot in that namespace)\n", a);
+		return;
+	}
+	floor_mtu = c.base_mss + (fam == AF_INET ? 40 : 60);
+	if (fam == AF_INET6 && floor_mtu < 1280)
+		floor_mtu = 1280;	/* IPv6's minimum MTU always passes */
+	ceil_mtu = route_mtu(fam, ev->dst);
+	if (!ceil_mtu || ceil_mtu <= floor_mtu)
+		return;
+	/* The base size first: it tells whether probes are answered at all. */
+	ok = 0;
+	for (__u32 i = 0; i < c.max_probes && !ok; i++, sent++)
+		ok = probe_once(fam, ev->dst, floor_mtu, c.probe_timeout_ms, &rtt) == 1;
+	if (!ok) {
+		e.state = SP_PM_S_NOPROBE;
+		e.probes += sent;
+		e.updated_ns = mono_ns();
+		bpf_map_update_elem(fd, &ev->key, &e, BPF_ANY);
+		fprintf(stderr, "stackpilot: pmtu: %s does not answer ICMP echo of %u bytes: cannot "
+			"probe it; learning from connections only (set tcp_mtu_probing=1)\n", a, floor_mtu);
+		return;
+	}
+	timeout = rtt * 4 < 20 ? 20 : rtt * 4 > c.probe_timeout_ms ? c.probe_timeout_ms : rtt * 4;
+	low = e.low > floor_mtu ? e.low : floor_mtu;
+	high = ceil_mtu + 1;
+	while (high - low >= c.threshold && sent < 64) {
+		size = low + (high - low) / 2;
+		cap = (__u64)low * c.max_step_pct / 100;
+		if (size > cap)
+			size = cap;
+		if (probe(fam, ev->dst, size, &c, timeout, &sent))
+			low = size;
+		else
+			high = size;
+	}
+	e.low = low;
+	e.high = high > ceil_mtu ? 0 : high;
+	e.state = SP_PM_S_SEARCHED;
+	e.probes += sent;
+	e.updated_ns = mono_ns();
+	forget_route(&ev->key);
+	e.route_mtu = 0;
+	if (c.route && e.high && nr_routes < MAX_ROUTES) {
+		int err = route_add(fam, ev->dst, low);
+
+		if (!err) {
+			routes[nr_routes].key = ev->key;
+			memcpy(routes[nr_routes].dst, ev->dst, 16);
+			routes[nr_routes++].family = fam;
+			e.route_mtu = low;
+		} else {
+			fprintf(stderr, "stackpilot: pmtu: route mtu %u to %s: %s\n", low, a, strerror(-err));
+		}
+	}
+	bpf_map_update_elem(fd, &ev->key, &e, BPF_ANY);
+}
+
+static int on_event(void *ctx, void *data, size_t len)
+{
+	const struct sp_pmtu_event *ev = data;
+
+	if (len < sizeof(*ev))
+		return 0;
+	for (int i = 0; i < nr_pending; i++)
+		if (!memcmp(&pending[i].key, &ev->key, sizeof(ev->key)))
+			return 0;
+	if (nr_pending < MAX_PENDING)
+		pending[nr_pending++] = *ev;
+	return 0;
+}
+
+/* Expired entries: searched ones are searched again (a path may have grown),
+ * the rest dropped. */
+static void expire(void)
+{
+	int fd = bpf_map__fd(skel->maps.pmtu_dsts);
+	struct sp_pmtu_key k, next;
+	struct sp_pmtu_entry e;
+	struct sp_pmtu_cfg c;
+	void *prev = NULL;
+	__u64 now = mono_ns();
+
+	read_cfg(&c);
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		k = next;
+		prev = &k;
+		if (bpf_map_lookup_elem(fd, &k, &e) ||
+		    now - e.updated_ns <= (__u64)c.interval_s * 1000000000ULL)
+			continue;
+		forget_route(&k);
+		if (e.state == SP_PM_S_SEARCHED && k.netns == my_netns && nr_pending < MAX_PENDING &&
+		    (k.family == AF_INET ? c.prefix4 == 32 : c.prefix6 == 128)) {
+			struct sp_pmtu_event ev = { .key = k };
+
+			memcpy(ev.dst, k.addr, sizeof(ev.dst));
+			pending[nr_pending++] = ev;
+		} else {
+			bpf_map_delete_elem(fd, &k);
+		}
+	}
+}
+
+static void tick(struct sp_run *run)
+{
+	if (!skel)
+		return;
+	ring_buffer__poll(rb, 0);
+	/* One search per tick keeps Ctrl-C and status responsive. */
+	if (nr_pending) {
+		struct sp_pmtu_event ev = pending[0];
+
+		memmove(pending, pending + 1, --nr_pending * sizeof(pending[0]));
+		search(&ev);
+	}
+	if (++ticks % 10 == 0)
+		expire();
+}
+
+/* ---- start / stop ------------------------------------------------------- */
+
+static int write_sysctl(const char *path, int v)
+{
+	FILE *f = fopen(path, "w");
+	int err;
+
+	if (!f)
+		return -errno;
+	err = fprintf(f, "%d\n", v) < 0;
+	return fclose(f) || err ? -EIO : 0;
+}
+
+static void stop(struct sp_run *run)
+{
+	while (nr_routes)
+		forget_route(&routes[0].key);
+	if (saved_mtu_probing >= 0)
+		write_sysctl("/proc/sys/net/ipv4/tcp_mtu_probing", saved_mtu_probing);
+	saved_mtu_probing = -1;
+	ring_buffer__free(rb);
+	rb = NULL;
+	if (skel)
+		sp_module_unpublish(run, skel->obj, &sp_link);
+	pmtu_bpf__destroy(skel);
+	skel = NULL;
+	nr_pending = 0;
+}
+
+static int start(struct sp_run *run)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = run->btf_path);
+	socklen_t l = sizeof(my_netns);
+	int err, fd, cur;
+	FILE *f;
+
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &my_netns, &l))
+		return sp_err("pmtu: reading this namespace's cookie: %s", strerror(errno));
+	close(fd);
+	skel = pmtu_bpf__open_opts(&opts);
+	if (!skel)
+		return sp_err("pmtu: open: %s", strerror(errno));
+	err = pmtu_bpf__load(skel);
+	if (err)
+		return sp_err("pmtu: load: %s", strerror(-err));
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.pmtu_events), on_event, NULL, NULL);
+	if (!rb)
+		return sp_err("pmtu: ring buffer: %s", strerror(errno));
+	if (sp_module_publish(run, &sp_mod_pmtu, skel->obj, skel->progs.sp_pmtu, &sp_link))
+		return -1;
+	f = fopen("/proc/sys/net/ipv4/tcp_mtu_probing", "r");
+	if (!f || fscanf(f, "%d", &cur) != 1)
+		cur = -1;
+	if (f)
+		fclose(f);
+	if (run->mtu_probing >= 0 && run->mtu_probing != cur) {
+		err = write_sysctl("/proc/sys/net/ipv4/tcp_mtu_probing", run->mtu_probing);
+		if (err)
+			return sp_err("pmtu: setting tcp_mtu_probing: %s", strerror(-err));
+		saved_mtu_probing = cur;
+	} else if (run->mtu_probing < 0 && cur == 0) {
+		fprintf(stderr, "stackpilot: pmtu: net.ipv4.tcp_mtu_probing is 0 here: the kernel "
+			"never detects black holes itself; --mtu-probing 1 sets it for this run\n");
+	}
+	return 0;
+}
+
+/* ---- status ------------------------------------------------------------- */
+
+static const char *const names[SP_PM_NR] = {
+	[SP_PM_CONNECTS] = "connects", [SP_PM_CLAMPED] = "started_with_learned_mss",
+	[SP_PM_LEARNED] = "learned_from_connections", [SP_PM_SUSPECTS] = "black_hole_suspects",
+	[SP_PM_EVENTS_LOST] = "events_lost",
+};
+static const char *const states[] = { "learned", "suspect", "searched", "no_probe" };
+
+static void status(const char *pin_dir, FILE *out, bool json)
+{
+	int fd = sp_open_pinned(pin_dir, "pmtu_dsts"), n = 0;
+	struct sp_pmtu_key k, next;
+	struct sp_pmtu_entry e;
+	void *prev = NULL;
+	__u64 now = mono_ns();
+
+	sp_print_counters(pin_dir, "pmtu_ctr", names, SP_PM_NR, out, json);
+	if (fd < 0)
+		return;
+	fprintf(out, json ? ",\"destinations\":[" : "  destinations:\n");
+	while (!bpf_map_get_next_key(fd, prev, &next) && n < 100) {
+		char a[INET6_ADDRSTRLEN];
+		int v6 = next.family == AF_INET6;
+
+		k = next;
+		prev = &k;
+		if (bpf_map_lookup_elem(fd, &k, &e))
+			continue;
+		inet_ntop(v6 ? AF_INET6 : AF_INET, k.addr, a, sizeof(a));
+		fprintf(out, json ? "%s{\"dst\":\"%s\",\"low_mtu\":%u,\"high_mtu\":%u,\"low_mss\":%u,"
+				    "\"state\":\"%s\",\"age_s\":%.1f,\"probes\":%u,\"clamped\":%u,\"route_mtu\":%u}"
+				  : "%s    %-24s low %-5u high %-5u mss %-5u %-9s age %.1fs probes %u clamped %u route %u\n",
+			json && n ? "," : "", a, e.low, e.high, e.low ? e.low - (v6 ? 60 : 40) : 0,
+			e.state < 4 ? states[e.state] : "?", (now - e.updated_ns) / 1e9, e.probes,
+			e.clamped, e.route_mtu);
+		n++;
+	}
+	if (json)
+		fprintf(out, "]");
+	close(fd);
+}
+
+const struct sp_module sp_mod_pmtu = {
+	.name = "pmtu",
+	.summary = "learn each destination's path MTU once; start later connections at it",
+	.cfg_map = "pmtu_cfg",
+	.cfg_size = sizeof(struct sp_pmtu_cfg),
+	.tunables = tunables,
+	.nr_tunables = sizeof(tunables) / sizeof(tunables[0]),
+	.needs_cgroup = true,
+	.start = start,
+	.stop = stop,
+	.tick = tick,
+	.status = status,
+};

@@ -1,0 +1,92 @@
+# SPDX-License-Identifier: GPL-2.0
+# fragguard: the seed's cases on the fragment testbed (tests/lib_frag.sh).
+# Each measurement gets a fresh receiver namespace: reassembly queues outlive
+# a run by ipfrag_time, so nothing may carry over from one to the next.
+#  (1) 10 fragmented UDP streams from one peer, no hog: with vs without stackpilot
+#  (2) hog (incomplete-datagram flood + its own stream) + victim stream, under
+#      stock defaults, high_thresh 100 MiB (the seed's), ipfrag_time 1 s, stackpilot
+#  (3) a flood from random spoofed sources + victim: stock vs stackpilot
+source "$ROOT/tests/lib_frag.sh"
+RUNS=${RUNS:-3}
+SECS=${SECS:-4}
+VRATE=${VRATE:-50M}	# victim's and hog's legitimate streams
+PPS=${PPS:-20000}	# flood rate, first fragments per second
+
+fresh() { # fresh CONFIG: new testbed configured as CONFIG
+	local p
+	[ -n "$SP_PID" ] && sp_stop
+	for p in "${NETNS[@]}"; do ip netns pids "$p" | xargs -r kill -KILL; ip netns del "$p"; done 2>/dev/null
+	NETNS=()
+	frag_topo 2; udp_servers 2
+	case $1 in
+	high100) ip netns exec "$NS_R" sysctl -qw net.ipv4.ipfrag_high_thresh=104857600 \
+			net.ipv4.ipfrag_low_thresh=78643200 ;;
+	time1) ip netns exec "$NS_R" sysctl -qw net.ipv4.ipfrag_time=1 ;;
+	stackpilot) sp_start --modules fragguard --iface rp1 --iface rp2 ;;
+	esac
+}
+
+# Goodput (Mbit/s received) of peer $1's fragmented UDP stream, $2 parallel streams.
+goodput() {
+	peer "$1" iperf3 -u -l 4000 -b "$VRATE" -P "${2:-1}" -t "$SECS" -c "10.50.$1.1" -p $((5200 + $1)) -J 2>/dev/null |
+		jq '.end.sum_received.bits_per_second / 1e6'
+}
+
+flood() { # flood SRC: from peer 1 for the whole measurement
+	peer 1 "$FRAGFLOOD" 10.50.1.1 $((PPS * (SECS + 2))) "$1" "$PPS" >/dev/null &
+	BG_PIDS+=($!)
+	sleep 1	# let it fill what it can
+}
+
+mean() { awk '{ s += $1; n++ } END { printf "%.1f", n ? s / n : 0 }'; }
+
+: >"$TMP/fg.raw"
+for r in $(seq "$RUNS"); do
+	for cfg in stock stackpilot; do	# (1)
+		fresh "$cfg"
+		echo "s1 $cfg $(goodput 1 10)" >>"$TMP/fg.raw"
+	done
+	fresh stock	# victim and hog alone: the references for (2) and (3)
+	echo "ref victim $(goodput 2)" >>"$TMP/fg.raw"
+	echo "ref hog $(goodput 1)" >>"$TMP/fg.raw"
+	for cfg in stock high100 time1 stackpilot; do	# (2)
+		fresh "$cfg"
+		flood -
+		goodput 1 >"$TMP/hog" &
+		echo "s2 $cfg victim $(goodput 2)" >>"$TMP/fg.raw"
+		wait $!
+		echo "s2 $cfg hog $(cat "$TMP/hog")" >>"$TMP/fg.raw"
+	done
+	for cfg in stock stackpilot; do	# (3)
+		fresh "$cfg"
+		[ "$cfg" = stackpilot ] && goodput 2 >/dev/null	# the victim has completed before
+		flood 10.60.0.0/16
+		echo "s3 $cfg victim $(goodput 2)" >>"$TMP/fg.raw"
+		[ "$cfg" = stackpilot ] && {
+			bpftool map show -j | jq '[.[] | select(.name | startswith("fragguard")) |
+				.bytes_memlock] | add' >"$TMP/memlock"
+			sp_json '.modules.fragguard.peers_tracked' >"$TMP/peers"
+		}
+	done
+done
+fresh none
+cp "$TMP/fg.raw" "$ROOT/results/fragguard-raw-$ID.txt" 2>/dev/null
+
+v() { grep "^$1 " "$TMP/fg.raw" | awk '{ print $NF }' | mean; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b > 0 ? a / b : 0 }'; }
+rv=$(v "ref victim"); rh=$(v "ref hog")
+echo "## fragguard: fragmented UDP under a reassembly-memory hog"
+echo
+echo "Receiver namespace with stock settings unless named; UDP datagrams of 4000 bytes (3 fragments)"
+echo "at $VRATE per stream, $SECS s, mean of $RUNS runs; flood $PPS first fragments/s of 1400 bytes."
+echo "Alone, the victim gets $rv Mbit/s and the hog's stream $rh Mbit/s (the references)."
+echo
+echo "| case | stock | high_thresh 100 MiB | ipfrag_time 1 s | stackpilot |"
+echo "|---|---|---|---|---|"
+s1s=$(v "s1 stock"); s1p=$(v "s1 stackpilot")
+echo "| (1) 10 streams, no hog: Mbit/s (stackpilot / stock) | $s1s | | | $s1p ($(ratio "$s1p" "$s1s")) |"
+echo "| (2) victim / its goodput alone | $(ratio "$(v "s2 stock victim")" "$rv") | $(ratio "$(v "s2 high100 victim")" "$rv") | $(ratio "$(v "s2 time1 victim")" "$rv") | $(ratio "$(v "s2 stackpilot victim")" "$rv") |"
+echo "| (2) hog's own stream / alone | $(ratio "$(v "s2 stock hog")" "$rh") | $(ratio "$(v "s2 high100 hog")" "$rh") | $(ratio "$(v "s2 time1 hog")" "$rh") | $(ratio "$(v "s2 stackpilot hog")" "$rh") |"
+echo "| (3) victim during a spoofed /16 flood / alone | $(ratio "$(v "s3 stock victim")" "$rv") | | | $(ratio "$(v "s3 stackpilot victim")" "$rv") |"
+echo
+echo "stackpilot's maps after the spoofed flood: $(cat "$TMP/peers") peers tracked (LRU of 16384), $(cat "$TMP/memlock") bytes of map memory in all (fixed by the map sizes: 65536 datagrams, 16384 unknown + 4096 known peers)."

@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: GPL-2.0
+# pmtu on the black-hole testbed (tests/lib_pmtu.sh), stackpilot inside S.
+source "$ROOT/tests/lib_pmtu.sh"
+
+# The first connection stalls into the black hole; stackpilot searches the path
+# with probes; the second starts at the learned MSS and never stalls.
+t_pmtu_second_connection_learned() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
+	local first second
+	first=$(xfer 10.30.2.2 1000000) || true
+	[ -n "$first" ] || fail "first transfer did not complete"
+	second=$(xfer 10.30.2.2 1000000)
+	echo "first: $first; second: $second; entry $(sp_json '.modules.pmtu.destinations[0] | tostring')"
+	local low=$(pm_entry 10.30.2.2 low_mtu)
+	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "destination not searched"
+	# Within threshold (8) of the real path MTU, never above it.
+	[ "$low" -le 1400 ] && [ "$low" -gt 1392 ] || fail "learned MTU $low, path MTU 1400"
+	set -- $second
+	[ "$3" = 0 ] || fail "second connection retransmitted $3 times"
+	# MSS = MTU - 40 - 12 (timestamps)
+	assert_eq "$2" $((low - 52)) "second connection's MSS"
+	awk "BEGIN { exit !($1 < 1) }" || fail "second connection took $1 s"
+	assert_ge "$(pm_entry 10.30.2.2 clamped)" 1 "connections started with the learned MSS"
+	# Other destinations and processes outside the cgroup are not clamped.
+	set -- $(xfer 10.30.3.2 100000)
+	assert_eq "$2" 1448 "MSS to a destination without an entry"
+	set -- $(xfer 10.30.2.2 1000 outside)
+	assert_eq "$2" 1448 "MSS of a process outside the cgroup"
+}
+
+# pmtu.route=1: the route MTU rescues the first connection too, and goes on exit.
+t_pmtu_route_option() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
+	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	set -- $(xfer 10.30.2.2 1000000)
+	echo "first connection with the route option: $* s; route: $(ip -n "$NS_S" route show proto 0xa5)"
+	awk "BEGIN { exit !($1 < 2) }" || fail "first connection took $1 s with the route option"
+	ip -n "$NS_S" route show proto 0xa5 | grep -q '^10.30.2.2 via 10.30.1.2 dev s0 .*mtu 1[34][0-9][0-9]' ||
+		fail "no route MTU installed: $(ip -n "$NS_S" route show proto 0xa5)"
+	assert_eq "$(pm_entry 10.30.2.2 route_mtu)" "$(pm_entry 10.30.2.2 low_mtu)" "route MTU in status"
+	sp_stop || fail "exit"
+	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes left after exit"
+	assert_eq "$(ip netns exec "$NS_S" sysctl -n net.ipv4.tcp_mtu_probing)" 0 "tcp_mtu_probing restored"
+}
+
+# IPv6 at its minimum MTU: the learned value is 1280, never below.
+t_pmtu_ipv6_minimum() {
+	pmtu_topo 1280; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
+	sp_ctl set pmtu.base_mss=500 >/dev/null || fail set	# would probe at 560 if allowed
+	xfer fd30:2::2 500000 >/dev/null || true
+	local low=$(pm_entry fd30:2:: low_mtu)
+	echo "IPv6 entry: $(sp_json '.modules.pmtu.destinations[0] | tostring')"
+	assert_eq "$low" 1280 "IPv6 learned MTU on a 1280 path"
+	set -- $(xfer fd30:2::2 500000)
+	assert_eq "$2" 1208 "second IPv6 connection's MSS (1280 - 60 - 12)"
+	assert_eq "$3" 0 "second IPv6 connection's retransmissions"
+}
+
+# Echo filtered: the module says it cannot probe, and still learns from
+# connections (the kernel's own detection, tcp_mtu_probing=1).
+t_pmtu_echo_filtered() {
+	pmtu_topo 1400 noecho; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1 --pin-path "$PIN"
+	xfer 10.30.2.2 1000000 >/dev/null || true
+	sleep 0.5
+	grep -q 'does not answer ICMP echo.*cannot probe it' "$TMP/sp.err" || fail "no clear message: $(cat "$TMP/sp.err")"
+	xfer 10.30.2.2 300000 >/dev/null || true	# delivers learn_kb at the reduced MSS
+	local low=$(pm_entry 10.30.2.2 low_mtu)
+	echo "entry: $(sp_json '.modules.pmtu.destinations[0] | tostring')"
+	[ -n "$low" ] && [ "$low" -le 1400 ] || fail "nothing learned from connections: '$low'"
+	set -- $(xfer 10.30.2.2 1000000)
+	assert_eq "$3" 0 "retransmissions of a connection started at the learned MSS"
+}
+
+# learn_kb written as 0 by bpftool acts as its minimum, 4 KiB.
+t_pmtu_bpftool_clamp() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	# prefix4 prefix6 learn_kb threshold max_step_pct max_probes timeout interval base_mss route
+	nsenter -t "$SP_PID" -m -n bpftool map update pinned "$PIN/pmtu_cfg" key 0 0 0 0 value \
+		32 0 0 0  64 0 0 0  0 0 0 0  8 0 0 0  200 0 0 0  3 0 0 0  0xf4 1 0 0  \
+		0x58 2 0 0  0 4 0 0  0 0 0 0 || fail bpftool
+	xfer 10.30.3.2 2000 >/dev/null || fail xfer
+	assert_eq "$(pm_entry 10.30.3.2 low_mtu)" "" "entry after 2 KB (learn_kb 0 must act as 4)"
+	xfer 10.30.3.2 20000 >/dev/null || fail xfer
+	assert_eq "$(pm_entry 10.30.3.2 low_mtu)" 1500 "entry after 20 KB"
+}
