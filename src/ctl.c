@@ -238,20 +238,21 @@ int cmd_get(int argc, char **argv)
 	for (int i = optind; i < argc; i++)	/* validate all first */
 		if (!sp_tunable_find(argv[i], &m))
 			return 2;
-	if (optind == argc) {
-		for (int i = 0; i < sp_nr_modules; i++) {
-			if (access(pin_dir, F_OK) == 0) {
-				char path[512];
+	if (optind == argc) {	/* every tunable of every loaded module */
+		int shown = 0;
 
-				sp_pin_path(path, sizeof(path), pin_dir, sp_modules[i]->cfg_map);
-				if (access(path, F_OK))
-					continue;	/* module not loaded */
-			}
-			for (int j = 0; j < sp_modules[i]->nr_tunables; j++)
+		for (int i = 0; i < sp_nr_modules; i++) {
+			char path[512];
+
+			if (sp_pin_path(path, sizeof(path), pin_dir, sp_modules[i]->cfg_map) ||
+			    access(path, F_OK))
+				continue;	/* not loaded */
+			for (int j = 0; j < sp_modules[i]->nr_tunables; j++, shown++)
 				if (get_one(pin_dir, sp_modules[i], &sp_modules[i]->tunables[j]))
 					return 1;
 		}
-		return 0;
+		return shown ? 0 : sp_fail(1, "%s: no module's tunables (is `stackpilot run` active "
+					   "with this --pin-path?)", pin_dir);
 	}
 	for (int i = optind; i < argc; i++) {
 		t = sp_tunable_find(argv[i], &m);

@@ -24,9 +24,12 @@ t_help() {
 		"$SP" "$c" --help >"$TMP/h" || fail "$c --help exit $?"
 		grep -q "Usage: stackpilot $c" "$TMP/h" || fail "$c --help"
 	done
-	# Every long option run --help names is one run accepts.
-	for c in $("$SP" run --help | grep -o -- '--[a-z-]*' | sort -u); do
-		"$SP" run "$c" 2>&1 | grep -q 'unrecognized option' && fail "run --help names $c but run rejects it"
+	# Every long option run --help names is one run accepts. The unknown
+	# option after it (or a bad value "x") stops run before it does anything.
+	for c in $("$SP" run --help | grep -o -- '--[a-z-]*' | sort -u | grep -vx -- --help); do
+		"$SP" run "$c" x --no-such-option-zz >"$TMP/o" 2>&1
+		[ $? = 2 ] || fail "run $c x --no-such-option-zz: exit status not 2: $(cat "$TMP/o")"
+		grep -q "unrecognized option '$c'" "$TMP/o" && fail "run --help names $c but run rejects it"
 	done
 	"$SP" get --help | grep -q 'tcpstats.port' || fail "get --help does not list tunables"
 	expect_error 2 "unknown command 'frob'" "$SP" frob
@@ -75,13 +78,13 @@ t_bpffs_not_mountable() {
 
 t_second_run_refused() {
 	make_cgroup
-	sp_start --cgroup "$CG"
+	sp_start --cgroup "$CG" --modules tcpstats
 	local before=$(cgroup_progs)
 	expect_error 1 "another \`stackpilot run\` is active on $PIN" "$SP" run --pin-path "$PIN" --cgroup "$CG"
 	assert_eq "$(cgroup_progs)" "$before" "programs on the cgroup after a refused second run"
 	kill -0 "$SP_PID" || fail "first run died"
 	# Another pin folder is another instance, and may run beside it.
-	"$SP" run --pin-path "$PIN-2" --cgroup "$CG" --interval 0 >"$TMP/second" 2>&1 &
+	"$SP" run --pin-path "$PIN-2" --cgroup "$CG" --modules tcpstats --interval 0 >"$TMP/second" 2>&1 &
 	local p2=$!
 	on_exit "kill $p2; rm -rf $PIN-2"
 	for _ in $(seq 50); do grep -q attached "$TMP/second" && break; sleep 0.1; done
@@ -218,7 +221,7 @@ t_readme_main_job() {
 	local sid=$(cat "$TMP/sid")
 	[ -n "$sid" ] && [ "$sid" != "$(ps -o sid= -p $$ | tr -d ' ')" ] || fail "main job has no session of its own"
 	on_exit "kill -KILL -- -$sid"
-	grep -q "^stackpilot: attached tcpstats rehash to cgroup $CG2;" "$TMP/main.out" || fail "main job did not attach: $(cat "$TMP/main.out")"
+	grep -q "^stackpilot: attached tcpstats rehash pmtu to cgroup $CG2;" "$TMP/main.out" || fail "main job did not attach: $(cat "$TMP/main.out")"
 	grep -q 'active_opens' "$TMP/main.out" || fail "main job shows no live status"
 	bpftool cgroup tree "$CG2" | grep -q sp_tcpstats || fail "nothing on the root cgroup"
 	kill -INT -- -"$sid"	# Ctrl-C: the whole foreground process group
