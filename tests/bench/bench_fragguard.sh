@@ -10,6 +10,7 @@ source "$ROOT/tests/lib_frag.sh"
 RUNS=${RUNS:-3}
 SECS=${SECS:-4}
 VRATE=${VRATE:-50M}	# victim's and hog's legitimate streams
+S1RATE=${S1RATE:-300M}	# each of the 10 streams of case (1): together more than 2 CPUs forward
 PPS=${PPS:-20000}	# flood rate, first fragments per second
 
 fresh() { # fresh CONFIG: new testbed configured as CONFIG
@@ -26,9 +27,9 @@ fresh() { # fresh CONFIG: new testbed configured as CONFIG
 	esac
 }
 
-# Goodput (Mbit/s received) of peer $1's fragmented UDP stream, $2 parallel streams.
+# Goodput (Mbit/s received) of peer $1's fragmented UDP stream, $2 parallel streams at $3.
 goodput() {
-	peer "$1" iperf3 -u -l 4000 -b "$VRATE" -P "${2:-1}" -t "$SECS" -c "10.50.$1.1" -p $((5200 + $1)) -J 2>/dev/null |
+	peer "$1" iperf3 -u -l 4000 -b "${3:-$VRATE}" -P "${2:-1}" -t "$SECS" -c "10.50.$1.1" -p $((5200 + $1)) -J 2>/dev/null |
 		jq '.end.sum_received.bits_per_second / 1e6'
 }
 
@@ -44,7 +45,7 @@ mean() { awk '{ s += $1; n++ } END { printf "%.1f", n ? s / n : 0 }'; }
 for r in $(seq "$RUNS"); do
 	for cfg in stock stackpilot; do	# (1)
 		fresh "$cfg"
-		echo "s1 $cfg $(goodput 1 10)" >>"$TMP/fg.raw"
+		echo "s1 $cfg $(goodput 1 10 "$S1RATE")" >>"$TMP/fg.raw"
 	done
 	fresh stock	# victim and hog alone: the references for (2) and (3)
 	echo "ref victim $(goodput 2)" >>"$TMP/fg.raw"
@@ -73,12 +74,12 @@ fresh none
 cp "$TMP/fg.raw" "$ROOT/results/fragguard-raw-$ID.txt" 2>/dev/null
 
 v() { grep "^$1 " "$TMP/fg.raw" | awk '{ print $NF }' | mean; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b > 0 ? a / b : 0 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }'; }
 rv=$(v "ref victim"); rh=$(v "ref hog")
 echo "## fragguard: fragmented UDP under a reassembly-memory hog"
 echo
 echo "Receiver namespace with stock settings unless named; UDP datagrams of 4000 bytes (3 fragments)"
-echo "at $VRATE per stream, $SECS s, mean of $RUNS runs; flood $PPS first fragments/s of 1400 bytes."
+echo "at $VRATE per stream ($S1RATE in case 1), $SECS s, mean of $RUNS runs; flood $PPS first fragments/s of 1400 bytes."
 echo "Alone, the victim gets $rv Mbit/s and the hog's stream $rh Mbit/s (the references)."
 echo
 echo "| case | stock | high_thresh 100 MiB | ipfrag_time 1 s | stackpilot |"

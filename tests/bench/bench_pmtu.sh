@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 # pmtu: 10 sequential transfers to one destination behind a black hole
-# (router egress MTU 1400, ICMP frag-needed dropped, endpoints at 1500), per
+# (router egress MTU 1400 at 1 Gbit/s, ICMP frag-needed dropped, endpoints at 1500), per
 # configuration, each on a fresh testbed so nothing learned carries over:
 #   probing0/1/2  the kernel alone, net.ipv4.tcp_mtu_probing = 0/1/2
 #   oracle        TCPMSS clamp on the router to the right value (1360)
@@ -17,6 +17,8 @@ fresh() {
 	for p in "${NETNS[@]}"; do ip netns pids "$p" | xargs -r kill -KILL; ip netns del "$p"; done 2>/dev/null
 	NETNS=()
 	pmtu_topo 1400
+	# A 1 Gbit/s bottleneck, so transfer times are not all below the noise.
+	ip netns exec "$NS_RT" tc qdisc add dev rd root tbf rate 1gbit burst 128k latency 5ms
 	case $1 in
 	probing*) ip netns exec "$NS_S" sysctl -qw net.ipv4.tcp_mtu_probing=${1#probing} ;;
 	oracle) ip netns exec "$NS_RT" nft add rule inet bh c_fwd tcp flags syn tcp option maxseg size set 1360 ;;
@@ -63,7 +65,7 @@ summ() { # summ CFG SIZE FIELD
 			if (f == "mss") print (k ? mss : "-")
 			if (f == "nd") print nd + 0 }' "$TMP/pm.raw"
 }
-echo "## pmtu: sequential transfers through a black hole (egress MTU 1400, no ICMP)"
+echo "## pmtu: sequential transfers through a black hole (egress MTU 1400 at 1 Gbit/s, no ICMP)"
 echo
 echo "Seconds per transfer; 'never' = not completed within ${TIMEOUT} s (stopped after 2 such)."
 echo "ratio = mean of connections 2..$N / the oracle's. MSS as the sender used it (with timestamps)."
@@ -86,4 +88,4 @@ echo
 echo "| config | Gbit/s | ratio to oracle |"
 echo "|---|---|---|"
 ol=$(awk '$1 == "oracle" { print $4 }' "$TMP/pm.long")
-awk -v o="$ol" '{ printf "| %s | %.2f | %s |\n", $1, $4 / 1e9, o > 0 ? sprintf("%.2f", $4 / o) : "-" }' "$TMP/pm.long"
+awk -v o="$ol" '{ printf "| %s | %.2f | %s |\n", $1, $4 / 1e9, (o > 0 ? sprintf("%.2f", $4 / o) : "-") }' "$TMP/pm.long"
