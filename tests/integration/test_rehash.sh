@@ -48,9 +48,12 @@ t_rehash_moves_flow() {
 	echo "$l" | jq -e '[.[][]] | index(0) == null' >/dev/null || fail "flow label 0 on the wire: $l"
 	sp_json '.modules.rehash.connections[] | select(.dport == 5201) | .txhash' | grep -qx 0 &&
 		fail "txhash 0 written"
-	# The flow's bytes moved: both paths carried a real share of it.
+	# The flow's bytes moved: both paths carried part of it. How much depends
+	# on when later rehashes sent it back; that all n new labels hash to the
+	# path it started on has probability 2^-n (n >= 4 above, 13 typical).
 	local tot=$((p0 + p1))
-	[ $((p0 * 20)) -gt $tot ] && [ $((p1 * 20)) -gt $tot ] ||
+	[ $((p0 * 100)) -gt $tot ] && [ $((p1 * 100)) -gt $tot ] &&
+		[ "$p0" -gt 200000 ] && [ "$p1" -gt 200000 ] ||
 		fail "bytes did not move between paths: p0 $p0 p1 $p1 after $n rehashes"
 	# The per-connection view shows the data connection's rehashes.
 	assert_ge "$(sp_json '[.modules.rehash.connections[] | select(.dport == 5201) | .rehashes] | max')" 2 \
