@@ -95,6 +95,8 @@ struct dgram {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	/* Per-CPU LRU lists: a datagram's insert and delete take no global lock. */
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
 	__uint(max_entries, SP_FG_DGRAMS);
 	__type(key, struct dgram_key);
 	__type(value, struct dgram);
@@ -302,10 +304,13 @@ static __always_inline struct sp_fg_peer *peer_find(const struct sp_fg_peer_key 
 }
 
 /* Undo what a datagram charged: on completion or expiry. */
-static __always_inline void release(struct dgram *d, int fam, bool completed)
+static __always_inline void release(struct dgram *d, int fam, bool completed,
+				    struct sp_fg_peer *p)
 {
-	struct sp_fg_peer *p = peer_find(&d->peer);
 	struct fg_state *st = fg_state();
+
+	if (!p)
+		p = peer_find(&d->peer);
 
 	if (d->refused)
 		return;
@@ -375,7 +380,7 @@ static int expire_one(void *map, struct dgram_key *k, struct dgram *d, void *ctx
 		return 0;
 	if (!d->refused)
 		sp_count(&fragguard_ctr, SP_FG_EXPIRED, 1);
-	release(d, fam, false);
+	release(d, fam, false, NULL);
 	bpf_map_delete_elem(map, k);
 	return 0;
 }
@@ -412,11 +417,10 @@ static __always_inline int refuse(const struct cfg *c, __u32 why, struct sp_fg_p
 	return TC_ACT_SHOT;
 }
 
-/* Add one fragment to an admitted datagram; release it if now complete. */
+/* Add one fragment to an admitted datagram of peer p; release it if now complete. */
 static __always_inline void add_fragment(struct dgram *d, const struct frag *f, __u32 truesize,
-					 int fam)
+					 int fam, struct sp_fg_peer *p)
 {
-	struct sp_fg_peer *p;
 	__u64 bit = 1ULL << ((f->off / 8) % 64);
 	struct fg_state *st;
 
@@ -429,12 +433,11 @@ static __always_inline void add_fragment(struct dgram *d, const struct frag *f, 
 		d->total = f->off + f->len;
 	if (d->total && d->covered >= d->total) {
 		sp_count(&fragguard_ctr, SP_FG_COMPLETED, 1);
-		release(d, fam, true);
+		release(d, fam, true, p);
 		bpf_map_delete_elem(&fragguard_dgram, &f->key);
 		return;
 	}
 	d->mem += truesize;
-	p = peer_find(&d->peer);
 	if (p)
 		__sync_fetch_and_add(&p->mem, truesize);
 	st = fg_state();
@@ -491,30 +494,32 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 			return act;
 		}
 	}
-	/* Admitted (or account-only): charge the queue now, fragments as they come. */
-	d.mem = qsize;
+	/* Admitted (or account-only): the queue and this first fragment, in one
+	 * insert. One fragment never completes a datagram (that would be an
+	 * atomic fragment, not tracked, or one not starting at 0). */
+	d.mem = qsize + truesize;
 	d.unknown = !p->completed;
-	__sync_fetch_and_add(&p->mem, qsize);
+	d.seen = 1ULL << ((f->off / 8) % 64);
+	d.frags = 1;
+	d.covered = f->len;
+	if (!f->more)
+		d.total = f->off + f->len;
+	if (bpf_map_update_elem(&fragguard_dgram, &f->key, &d, BPF_ANY))
+		return TC_ACT_OK;
+	__sync_fetch_and_add(&p->mem, d.mem);
 	__sync_fetch_and_add(&p->admitted, 1);
 	if (__sync_fetch_and_add(&p->in_progress, 1) == 0 && st)
 		__sync_fetch_and_add(&st->active_peers, 1);
 	if (st && d.unknown)
-		__sync_fetch_and_add(&st->unknown_mem[fam & 1], qsize);
+		__sync_fetch_and_add(&st->unknown_mem[fam & 1], d.mem);
 	sp_count(&fragguard_ctr, SP_FG_ADMITTED, 1);
-	if (bpf_map_update_elem(&fragguard_dgram, &f->key, &d, BPF_ANY))
-		return TC_ACT_OK;
-	{
-		struct dgram *dp = bpf_map_lookup_elem(&fragguard_dgram, &f->key);
-
-		if (dp)
-			add_fragment(dp, f, truesize, fam);
-	}
 	return TC_ACT_OK;
 }
 
 SEC("tc")
 int sp_fragguard(struct __sk_buff *skb)
 {
+	struct sp_fg_peer *p;
 	struct sk_buff *kskb;
 	struct dgram *d;
 	struct frag f;
@@ -545,7 +550,7 @@ int sp_fragguard(struct __sk_buff *skb)
 		/* The kernel has expired it; this fragment starts a new queue. */
 		if (!d->refused)
 			sp_count(&fragguard_ctr, SP_FG_EXPIRED, 1);
-		release(d, fam, false);
+		release(d, fam, false, NULL);
 		bpf_map_delete_elem(&fragguard_dgram, &f.key);
 		d = NULL;
 	}
@@ -555,16 +560,13 @@ int sp_fragguard(struct __sk_buff *skb)
 		act = refuse(&c, SP_FG_REF_FOLLOW, NULL);
 		return act == -1 ? TC_ACT_OK : act;
 	}
-	{
-		struct sp_fg_peer *p = peer_find(&d->peer);
-
-		if (now - d->first_ns > age_limit_ns(p ? p->mem : 0, c.peer_limit, fam)) {
-			act = refuse(&c, SP_FG_REF_AGE, p);
-			if (act != -1)
-				return act;
-		}
+	p = peer_find(&d->peer);
+	if (now - d->first_ns > age_limit_ns(p ? p->mem : 0, c.peer_limit, fam)) {
+		act = refuse(&c, SP_FG_REF_AGE, p);
+		if (act != -1)
+			return act;
 	}
-	add_fragment(d, &f, truesize, fam);
+	add_fragment(d, &f, truesize, fam, p);
 	return TC_ACT_OK;
 }
 
