@@ -30,7 +30,9 @@ cleanup() {
 	[ -n "$SP_PID" ] && kill -TERM "$SP_PID" 2>/dev/null && wait "$SP_PID" 2>/dev/null
 	for p in "${BG_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	for c in "${CLEANUPS[@]}"; do eval "$c" >/dev/null 2>&1; done
-	for p in "${NETNS[@]}"; do
+	# Every namespace named for this run, also those made in a subshell
+	# (where NETNS did not see them).
+	for p in "${NETNS[@]}" $(ip netns list 2>/dev/null | awk -v p="sp-$ID-" 'index($1, p) == 1 { print $1 }'); do
 		ip netns pids "$p" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
 		ip netns del "$p" 2>/dev/null
 	done

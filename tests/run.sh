@@ -15,6 +15,15 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 
+# What tests may leave behind, before: compared with after, at the end.
+leftovers() {
+	ip netns list 2>/dev/null | awk '$1 ~ /^sp-/ { print "netns " $1 }'
+	ls -d /sys/fs/cgroup/*/sp-test-* /sys/fs/cgroup/sp-test-* /sys/fs/bpf/sp-test-* 2>/dev/null
+	ls -d /tmp/sp-test-* 2>/dev/null
+	bpftool prog show 2>/dev/null | awk '$2 == "sched_cls" || $2 == "sock_ops" || $2 == "tracing" { print "prog " $4 }' | grep -E ' sp_' || true
+}
+before=$(leftovers)
+
 # Unit tests (loader parsing; BPF programs on crafted packets) print
 # "PASS name" / "FAIL name: why"; a non-zero exit counts as one more failure.
 for bin in build/test_unit build/test_fragguard; do
@@ -45,6 +54,14 @@ for f in tests/integration/test_*.sh; do
 		fi
 	done
 done
+
+after=$(leftovers)
+if [ "$pattern" = . ] && [ "$after" != "$before" ]; then
+	failn=$((failn + 1)); failed+=("harness/no_leftovers")
+	echo "FAIL harness/no_leftovers:"; diff <(echo "$before") <(echo "$after") | sed 's/^/    /'
+elif [ "$pattern" = . ]; then
+	pass=$((pass + 1)); echo "PASS harness/no_leftovers"
+fi
 
 for n in "${failed[@]}"; do echo "failed: $n"; done
 echo "$pass passed, $failn failed"
