@@ -350,8 +350,10 @@ static void search(const struct sp_pmtu_event *ev)
 		return;
 	/* The base size first: it tells whether probes are answered at all. */
 	ok = 0;
-	for (__u32 i = 0; i < c.max_probes && !ok; i++, sent++)
+	for (__u32 i = 0; i < c.max_probes && !ok && !sp_stopping; i++, sent++)
 		ok = probe_once(fam, ev->dst, floor_mtu, c.probe_timeout_ms, &rtt) == 1;
+	if (sp_stopping)
+		return;
 	if (!ok) {
 		e.state = SP_PM_S_NOPROBE;
 		e.probes += sent;
@@ -364,7 +366,7 @@ static void search(const struct sp_pmtu_event *ev)
 	timeout = rtt * 4 < 20 ? 20 : rtt * 4 > c.probe_timeout_ms ? c.probe_timeout_ms : rtt * 4;
 	low = e.low > floor_mtu ? e.low : floor_mtu;
 	high = ceil_mtu + 1;
-	while (high - low >= c.threshold && sent < 64) {
+	while (high - low >= c.threshold && sent < 64 && !sp_stopping) {
 		size = low + (high - low) / 2;
 		cap = (__u64)low * c.max_step_pct / 100;
 		if (size > cap)
@@ -374,6 +376,8 @@ static void search(const struct sp_pmtu_event *ev)
 		else
 			high = size;
 	}
+	if (sp_stopping)
+		return;	/* an unfinished search teaches nothing */
 	e.low = low;
 	e.high = high > ceil_mtu ? 0 : high;
 	e.state = SP_PM_S_SEARCHED;

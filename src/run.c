@@ -22,11 +22,11 @@
 #include <bpf/libbpf.h>
 #include "sp.h"
 
-static volatile sig_atomic_t stopping;
+volatile sig_atomic_t sp_stopping;
 
 static void on_signal(int sig)
 {
-	stopping = 1;
+	sp_stopping = 1;
 }
 
 static void usage_run(FILE *out)
@@ -264,14 +264,14 @@ int cmd_run(int argc, char **argv)
 	fflush(stdout);
 
 	/* 100 ms ticks for modules that sample the system; status every interval. */
-	for (unsigned long t = 1; !stopping; t++) {
+	for (unsigned long t = 1; !sp_stopping; t++) {
 		struct timespec ts = { .tv_nsec = 100 * 1000000 };
 
 		nanosleep(&ts, NULL);
-		for (int i = 0; i < sp_nr_modules && !stopping; i++)
+		for (int i = 0; i < sp_nr_modules && !sp_stopping; i++)
 			if ((run.modules & (1u << i)) && sp_modules[i]->tick)
 				sp_modules[i]->tick(&run);
-		if (!stopping && interval && t % (interval * 10) == 0) {
+		if (!sp_stopping && interval && t % (interval * 10) == 0) {
 			char *args[] = { "status", "--pin-path", run.pin_dir, NULL };
 
 			cmd_status(3, args);

@@ -60,6 +60,10 @@ struct sp_run {
 	void *priv[16];			/* per-module state, by index */
 };
 
+/* run.c: set by SIGINT/SIGTERM/SIGHUP; long module work checks it. */
+#include <signal.h>
+extern volatile sig_atomic_t sp_stopping;
+
 /* util.c */
 int sp_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* sp_err(), then return the exit code. */
