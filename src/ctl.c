@@ -110,6 +110,7 @@ int cmd_status(int argc, char **argv)
 {
 	char pin_dir[256];
 	struct sp_meta meta;
+	unsigned long long up;
 	bool json = false, alive;
 	int rc = parse_common(argc, argv, pin_dir, sizeof(pin_dir), &json, usage_status);
 
@@ -120,15 +121,22 @@ int cmd_status(int argc, char **argv)
 	if (read_meta(pin_dir, &meta))
 		return 1;
 	alive = !kill(meta.pid, 0);
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		up = ts.tv_sec - meta.started_ns / 1000000000ULL;
+	}
 	if (json) {
-		printf("{\"pid\":%u,\"alive\":%s,\"pin_path\":", meta.pid, alive ? "true" : "false");
+		printf("{\"pid\":%u,\"alive\":%s,\"uptime_s\":%llu,\"pin_path\":", meta.pid,
+		       alive ? "true" : "false", up);
 		json_str(stdout, pin_dir);
 		printf(",\"cgroup\":");
 		json_str(stdout, meta.cgroup);
 		printf(",\"ifaces\":[");
 	} else {
-		printf("stackpilot pid %u%s, pins %s\n", meta.pid,
-		       alive ? "" : " (not running: stale pins)", pin_dir);
+		printf("stackpilot pid %u%s, up %llu s, pins %s\n", meta.pid,
+		       alive ? "" : " (not running: stale pins)", up, pin_dir);
 		if (meta.cgroup[0])
 			printf("cgroup %s\n", meta.cgroup);
 	}

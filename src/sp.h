@@ -57,7 +57,6 @@ struct sp_run {
 	int mtu_probing;		/* --mtu-probing, -1 = leave as is */
 	__u32 nr_progs;
 	__u32 prog_ids[SP_MAX_PROGS];	/* attached programs, for status */
-	void *priv[16];			/* per-module state, by index */
 };
 
 /* run.c: set by SIGINT/SIGTERM/SIGHUP; long module work checks it. */

@@ -19,6 +19,8 @@ NETNS=()
 BG_PIDS=()
 CLEANUPS=()
 TMP=$(mktemp -d /tmp/sp-test-$ID.XXXX)
+# A run killed by a test cannot unmount the bpffs it mounted: cleanup does.
+BPFFS_BEFORE=$(stat -f -c %T /sys/fs/bpf 2>/dev/null)
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # Run a command under a cleanup list, newest first.
@@ -41,6 +43,10 @@ cleanup() {
 		for _ in 1 2 3 4 5 6 7 8 9 10; do rmdir "$CG" 2>/dev/null && break; sleep 0.1; done
 	fi
 	rm -rf "$PIN" "$TMP"
+	if [ "$BPFFS_BEFORE" != bpf_fs ] && [ "$(stat -f -c %T /sys/fs/bpf 2>/dev/null)" = bpf_fs ] &&
+	   [ -z "$(ls /sys/fs/bpf | grep -v '\.debug$')" ]; then
+		umount /sys/fs/bpf
+	fi
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT

@@ -17,6 +17,7 @@ fi
 
 # What tests may leave behind, before: compared with after, at the end.
 leftovers() {
+	grep -E ' /sys/fs/(bpf|cgroup) ' /proc/self/mounts | awk '{ print "mount " $2 " " $3 }'
 	ip netns list 2>/dev/null | awk '$1 ~ /^sp-/ { print "netns " $1 }'
 	ls -d /sys/fs/cgroup/*/sp-test-* /sys/fs/cgroup/sp-test-* /sys/fs/bpf/sp-test-* 2>/dev/null
 	ls -d /tmp/sp-test-* 2>/dev/null

@@ -197,7 +197,7 @@ t_status_json() {
 	sp_start --cgroup "$CG"
 	"$SP" status --json --pin-path "$PIN" >"$TMP/s.json" || fail "status --json"
 	jq -e --arg cg "$CG" --argjson pid "$SP_PID" \
-		'.pid == $pid and .alive and .cgroup == $cg and (.modules.tcpstats.active_opens | type) == "number"
+		'.pid == $pid and .alive and .uptime_s >= 0 and .uptime_s < 60 and .cgroup == $cg and (.modules.tcpstats.active_opens | type) == "number"
 		 and (.programs | length) >= 1 and (.programs[0].avg_ns | type) == "number"' \
 		"$TMP/s.json" >/dev/null || fail "status --json: $(cat "$TMP/s.json")"
 	"$SP" status --pin-path "$PIN" | grep -q "^cgroup $CG" || fail "text status"
