@@ -208,6 +208,7 @@ static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *
 	}
 	s->suspected = 1;
 	ev->mtu = mtu;
+	ev->dport = sp_remote_port(skops);
 	bpf_ringbuf_submit(ev, 0);
 	sp_count(&pmtu_ctr, SP_PM_SUSPECTS, 1);
 }

@@ -196,7 +196,8 @@ struct sp_pmtu_event {
 	struct sp_pmtu_key key;
 	__u32 dst[4];		/* the full address, for the probes */
 	__u32 mtu;		/* the connection's MTU when it stalled */
-	__u32 pad;
+	__u16 dport;		/* its remote port: TCP SYN probes go there */
+	__u16 pad;
 };
 
 /* ---- loader bookkeeping ------------------------------------------------- */

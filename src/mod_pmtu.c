@@ -2,8 +2,9 @@
 /*
  * pmtu: loader side. The sockops program (bpf/pmtu.bpf.c) learns from
  * connections and reports black-hole suspects on a ring buffer; here each
- * suspect destination is searched with DF probes (ICMP echo, IP_PMTUDISC_PROBE)
- * by binary search between a known-good and a known-bad MTU, the first step
+ * suspect destination is searched with DF probes (ICMP echo, or where echo is
+ * not answered, TCP SYNs carrying data to the connection's port; both with
+ * IP_PMTUDISC_PROBE), by binary search between a known-good and a known-bad MTU, the first step
  * bounded by max_step_pct (Heffner's 2x), max_probes tries per size (RFC 8899
  * MAX_PROBES), until high - low < threshold. The result goes to the map, and
  * with pmtu.route=1 into a route MTU so stalled connections recover too.
@@ -96,7 +97,7 @@ static void read_cfg(struct sp_pmtu_cfg *c)
 /* ---- probes ------------------------------------------------------------- */
 
 /* One DF echo of `mtu` bytes (IP header included). 1 answered, 0 not. */
-static int probe_once(int family, const __u32 *dst, __u32 mtu, int timeout_ms, double *rtt_ms)
+static int echo_once(int family, const __u32 *dst, __u32 mtu, int timeout_ms, double *rtt_ms)
 {
 	int v6 = family == AF_INET6, fd, pmtud, hl = v6 ? 40 : 20;
 	struct sockaddr_storage sa = {};
@@ -176,13 +177,173 @@ static int probe_once(int family, const __u32 *dst, __u32 mtu, int timeout_ms, d
 	return ok;
 }
 
-static int probe(int family, const __u32 *dst, __u32 mtu, const struct sp_pmtu_cfg *c,
-		 int timeout_ms, __u32 *sent)
+static __u16 csum_fold(__u32 sum)
 {
-	for (__u32 i = 0; i < c->max_probes; i++) {
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum;
+}
+
+static __u32 csum_add(__u32 sum, const void *p, size_t len)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i + 1 < len; i += 2)
+		sum += *(const __u16 *)(b + i);
+	if (len & 1)
+		sum += b[len - 1];
+	return sum;
+}
+
+/* Our address toward dst, as the kernel would choose it. */
+static int local_addr(int family, const __u32 *dst, __u32 *src)
+{
+	struct sockaddr_storage sa = {}, me = {};
+	socklen_t l = sizeof(me);
+	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0), err = -1;
+
+	if (fd < 0)
+		return -1;
+	sa.ss_family = family;
+	if (family == AF_INET) {
+		((struct sockaddr_in *)&sa)->sin_port = htons(9);
+		((struct sockaddr_in *)&sa)->sin_addr.s_addr = dst[0];
+	} else {
+		((struct sockaddr_in6 *)&sa)->sin6_port = htons(9);
+		memcpy(&((struct sockaddr_in6 *)&sa)->sin6_addr, dst, 16);
+	}
+	if (!connect(fd, (void *)&sa, sizeof(sa)) && !getsockname(fd, (void *)&me, &l)) {
+		memcpy(src, family == AF_INET ? (void *)&((struct sockaddr_in *)&me)->sin_addr
+					      : (void *)&((struct sockaddr_in6 *)&me)->sin6_addr,
+		       family == AF_INET ? 4 : 16);
+		err = 0;
+	}
+	close(fd);
+	return err;
+}
+
+/*
+ * Where ICMP echo is filtered: a DF SYN of `mtu` bytes (padded with data, which
+ * a SYN may carry) to the port the stalled connection used. Its SYN-ACK or RST
+ * proves the size arrived; our stack resets the half-open connection it
+ * leaves at the peer, as for any unsolicited SYN-ACK. 1 answered, 0 not.
+ */
+static int syn_once(int family, const __u32 *dst, __u16 dport, __u32 mtu, int timeout_ms,
+		    double *rtt_ms)
+{
+	int v6 = family == AF_INET6, hl = v6 ? 40 : 20, fd, pmtud, off = 16;
+	__u32 src[4] = {}, seq = random(), sum;
+	__u16 sport = 33000 + random() % 28000;
+	size_t len = mtu - hl;
+	unsigned char buf[65536];
+	struct sockaddr_storage sa = {};
+	__u64 t0 = mono_ns(), deadline = t0 + timeout_ms * 1000000ULL;
+	int ok = 0;
+
+	if (!dport || len < 20 || local_addr(family, dst, src))
+		return 0;
+	fd = socket(family, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_TCP);
+	if (fd < 0)
+		return -1;
+	pmtud = v6 ? IPV6_PMTUDISC_PROBE : IP_PMTUDISC_PROBE;
+	setsockopt(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_MTU_DISCOVER : IP_MTU_DISCOVER,
+		   &pmtud, sizeof(pmtud));
+	memset(buf, 0, len);
+	*(__u16 *)buf = htons(sport);
+	*(__u16 *)(buf + 2) = htons(dport);
+	*(__u32 *)(buf + 4) = htonl(seq);
+	buf[12] = 5 << 4;			/* data offset: 20 bytes */
+	buf[13] = 0x02;				/* SYN */
+	*(__u16 *)(buf + 14) = htons(65535);
+	sa.ss_family = family;
+	if (v6) {
+		memcpy(&((struct sockaddr_in6 *)&sa)->sin6_addr, dst, 16);
+		/* The kernel fills the checksum (offset 16) of raw IPv6 sockets on request. */
+		setsockopt(fd, IPPROTO_IPV6, IPV6_CHECKSUM, &off, sizeof(off));
+	} else {
+		((struct sockaddr_in *)&sa)->sin_addr.s_addr = dst[0];
+		/* Pseudo header: source, destination, protocol, TCP length. */
+		sum = csum_add(0, src, 4);
+		sum = csum_add(sum, dst, 4);
+		sum += htons(IPPROTO_TCP) + htons(len);
+		sum = csum_add(sum, buf, len);
+		*(__u16 *)(buf + 16) = csum_fold(sum);
+	}
+	if (sendto(fd, buf, len, 0, (void *)&sa, v6 ? sizeof(struct sockaddr_in6)
+						    : sizeof(struct sockaddr_in)) < 0) {
+		close(fd);
+		return 0;
+	}
+	while (!ok) {
+		struct sockaddr_storage from;
+		socklen_t fl = sizeof(from);
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		__u64 now = mono_ns();
+		unsigned char *t;
+		ssize_t n;
+		__u32 ack;
+
+		if (now >= deadline || poll(&p, 1, (deadline - now) / 1000000 + 1) <= 0)
+			break;
+		n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (void *)&from, &fl);
+		if (n <= 0)
+			continue;
+		t = buf;
+		if (!v6) {	/* IPv4 raw sockets see the IP header */
+			if (n < 20 || memcmp(buf + 12, dst, 4))
+				continue;
+			t = buf + (buf[0] & 0xf) * 4;
+			n -= t - buf;
+		} else if (memcmp(&((struct sockaddr_in6 *)&from)->sin6_addr, dst, 16)) {
+			continue;
+		}
+		if (n < 20 || ntohs(*(__u16 *)t) != dport || ntohs(*(__u16 *)(t + 2)) != sport)
+			continue;
+		ack = ntohl(*(__u32 *)(t + 8));
+		/* SYN-ACK acks the SYN; a RST acks SYN and data. */
+		ok = ((t[13] & 0x12) == 0x12 && ack == seq + 1) ||
+		     ((t[13] & 0x04) && (ack == seq + 1 || ack == seq + 1 + (__u32)(len - 20)));
+	}
+	if (ok && rtt_ms)
+		*rtt_ms = (mono_ns() - t0) / 1e6;
+	close(fd);
+	return ok;
+}
+
+enum method { ECHO, SYN };
+
+static int probe_once(enum method m, const struct sp_pmtu_event *ev, __u32 mtu, int timeout_ms,
+		      double *rtt_ms)
+{
+	if (m == SYN)
+		return syn_once(ev->key.family, ev->dst, ev->dport, mtu, timeout_ms, rtt_ms);
+	return echo_once(ev->key.family, ev->dst, mtu, timeout_ms, rtt_ms);
+}
+
+static int probe(enum method m, const struct sp_pmtu_event *ev, __u32 mtu,
+		 const struct sp_pmtu_cfg *c, int timeout_ms, __u32 *sent)
+{
+	for (__u32 i = 0; i < c->max_probes && !sp_stopping; i++) {
 		++*sent;
-		if (probe_once(family, dst, mtu, timeout_ms, NULL) == 1)
+		if (probe_once(m, ev, mtu, timeout_ms, NULL) == 1)
 			return 1;
+	}
+	return 0;
+}
+
+/* The base size with each method in turn: the first that is answered is used. */
+static int pick_method(const struct sp_pmtu_event *ev, __u32 base, const struct sp_pmtu_cfg *c,
+		       enum method *m, double *rtt, __u32 *sent)
+{
+	for (int k = ECHO; k <= SYN; k++) {
+		if (k == SYN && !ev->dport)
+			break;
+		for (__u32 i = 0; i < c->max_probes && !sp_stopping; i++, ++*sent) {
+			if (probe_once(k, ev, base, c->probe_timeout_ms, rtt) == 1) {
+				*m = k;
+				return 1;
+			}
+		}
 	}
 	return 0;
 }
@@ -332,6 +493,7 @@ static void search(const struct sp_pmtu_event *ev)
 	struct sp_pmtu_cfg c;
 	double rtt = 0;
 	int timeout, ok;
+	enum method m = ECHO;
 	char a[INET6_ADDRSTRLEN];
 
 	read_cfg(&c);
@@ -348,10 +510,8 @@ static void search(const struct sp_pmtu_event *ev)
 	ceil_mtu = route_mtu(fam, ev->dst);
 	if (!ceil_mtu || ceil_mtu <= floor_mtu)
 		return;
-	/* The base size first: it tells whether probes are answered at all. */
-	ok = 0;
-	for (__u32 i = 0; i < c.max_probes && !ok && !sp_stopping; i++, sent++)
-		ok = probe_once(fam, ev->dst, floor_mtu, c.probe_timeout_ms, &rtt) == 1;
+	/* The base size first: it tells whether, and how, probes are answered. */
+	ok = pick_method(ev, floor_mtu, &c, &m, &rtt, &sent);
 	if (sp_stopping)
 		return;
 	if (!ok) {
@@ -359,10 +519,14 @@ static void search(const struct sp_pmtu_event *ev)
 		e.probes += sent;
 		e.updated_ns = mono_ns();
 		bpf_map_update_elem(fd, &ev->key, &e, BPF_ANY);
-		fprintf(stderr, "stackpilot: pmtu: %s does not answer ICMP echo of %u bytes: cannot "
-			"probe it; learning from connections only (set tcp_mtu_probing=1)\n", a, floor_mtu);
+		fprintf(stderr, "stackpilot: pmtu: %s answers neither ICMP echo nor a TCP SYN to port "
+			"%u at %u bytes: cannot probe it; learning from connections only "
+			"(set tcp_mtu_probing=1)\n", a, ev->dport, floor_mtu);
 		return;
 	}
+	if (m == SYN)
+		fprintf(stderr, "stackpilot: pmtu: %s does not answer ICMP echo; probing it with "
+			"TCP SYNs to port %u\n", a, ev->dport);
 	timeout = rtt * 4 < 20 ? 20 : rtt * 4 > c.probe_timeout_ms ? c.probe_timeout_ms : rtt * 4;
 	low = e.low > floor_mtu ? e.low : floor_mtu;
 	high = ceil_mtu + 1;
@@ -371,7 +535,7 @@ static void search(const struct sp_pmtu_event *ev)
 		cap = (__u64)low * c.max_step_pct / 100;
 		if (size > cap)
 			size = cap;
-		if (probe(fam, ev->dst, size, &c, timeout, &sent))
+		if (probe(m, ev, size, &c, timeout, &sent))
 			low = size;
 		else
 			high = size;
@@ -403,8 +567,17 @@ static void search(const struct sp_pmtu_event *ev)
 static int on_event(void *ctx, void *data, size_t len)
 {
 	const struct sp_pmtu_event *ev = data;
+	struct sp_pmtu_entry e;
+	struct sp_pmtu_cfg c;
 
 	if (len < sizeof(*ev))
+		return 0;
+	/* A destination that answered no probe is not tried again before it
+	 * expires: each try blocks for max_probes timeouts per method. */
+	read_cfg(&c);
+	if (!bpf_map_lookup_elem(bpf_map__fd(skel->maps.pmtu_dsts), &ev->key, &e) &&
+	    e.state == SP_PM_S_NOPROBE &&
+	    mono_ns() - e.updated_ns < (__u64)c.interval_s * 1000000000ULL)
 		return 0;
 	for (int i = 0; i < nr_pending; i++)
 		if (!memcmp(&pending[i].key, &ev->key, sizeof(ev->key)))

@@ -5,7 +5,8 @@
 #   R rd2 10.30.3.1 fd30:3::1 -- D2 10.30.3.2 fd30:3::2, all at 1500
 # R drops the ICMP "fragmentation needed" / "packet too big" it would send:
 # packets over the MTU vanish, a black hole. With $2 = noecho it also drops
-# ICMP echo towards D (probes filtered).
+# ICMP echo towards D; with $2 = noprobe, also SYNs that carry data (every
+# probe stackpilot has is filtered).
 NS_S=sp-$ID-s; NS_RT=sp-$ID-rt; NS_D=sp-$ID-d; NS_D2=sp-$ID-d2
 
 pmtu_topo() {
@@ -32,14 +33,18 @@ pmtu_topo() {
 	ip -n "$NS_D2" route replace default via 10.30.3.1; ip -n "$NS_D2" -6 route add default via fd30:3::1
 	printf 'table inet bh {\n chain out {\n type filter hook output priority 0;\n icmp type destination-unreachable icmp code frag-needed drop\n icmpv6 type packet-too-big drop\n }\n chain c_fwd {\n type filter hook forward priority 0;\n }\n}\n' |
 		ip netns exec "$NS_RT" nft -f - || fail "nft black hole"
-	if [ "${2:-}" = noecho ]; then
+	if [ -n "${2:-}" ]; then
 		ip netns exec "$NS_RT" nft add rule inet bh c_fwd icmp type echo-request drop
 		ip netns exec "$NS_RT" nft add rule inet bh c_fwd icmpv6 type echo-request drop
+	fi
+	if [ "${2:-}" = noprobe ]; then
+		ip netns exec "$NS_RT" nft add rule inet bh c_fwd 'tcp flags & (syn | ack) == syn ip length > 100 drop'
+		ip netns exec "$NS_RT" nft add rule inet bh c_fwd 'tcp flags & (syn | ack) == syn ip6 length > 100 drop'
 	fi
 	for _ in $(seq 50); do
 		ip netns exec "$NS_S" ping -c1 -W1 10.30.2.2 >/dev/null 2>&1 &&
 			ip netns exec "$NS_S" ping -6 -c1 -W1 fd30:2::2 >/dev/null 2>&1 && break
-		[ "${2:-}" = noecho ] && break
+		[ -n "${2:-}" ] && break
 		sleep 0.1
 	done
 	ip netns exec "$NS_D" "$TCPTOOL" server 5201 >/dev/null & BG_PIDS+=($!); disown

@@ -59,14 +59,34 @@ t_pmtu_ipv6_minimum() {
 	assert_eq "$3" 0 "second IPv6 connection's retransmissions"
 }
 
-# Echo filtered: the module says it cannot probe, and still learns from
-# connections (the kernel's own detection, tcp_mtu_probing=1).
-t_pmtu_echo_filtered() {
+# Echo filtered: TCP SYNs with data to the connection's port do the search.
+t_pmtu_echo_filtered_syn_probes() {
 	pmtu_topo 1400 noecho; make_cgroup
-	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1 --pin-path "$PIN"
+	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
+	xfer 10.30.2.2 1000000 >/dev/null || true
+	xfer fd30:2::2 1000000 >/dev/null || true
+	sleep 0.5
+	echo "$(cat "$TMP/sp.err"); $(sp_json '.modules.pmtu.destinations | tostring')"
+	grep -q '10.30.2.2 does not answer ICMP echo; probing it with TCP SYNs to port 5201' "$TMP/sp.err" ||
+		fail "no SYN fallback message: $(cat "$TMP/sp.err")"
+	local low=$(pm_entry 10.30.2.2 low_mtu) low6=$(pm_entry fd30:2:: low_mtu)
+	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "IPv4 destination not searched"
+	[ "$low" -le 1400 ] && [ "$low" -gt 1392 ] || fail "IPv4 MTU by SYN probes $low, path 1400"
+	[ "$low6" -le 1400 ] && [ "$low6" -gt 1392 ] || fail "IPv6 MTU by SYN probes $low6, path 1400"
+	set -- $(xfer 10.30.2.2 1000000)
+	assert_eq "$3" 0 "retransmissions of a connection started at the learned MSS"
+}
+
+# Every probe filtered: the module says it cannot probe, and still learns from
+# connections (the kernel's own detection, tcp_mtu_probing=1).
+t_pmtu_unprobeable_learns_from_connections() {
+	pmtu_topo 1400 noprobe; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
 	xfer 10.30.2.2 1000000 >/dev/null || true
 	sleep 0.5
-	grep -q 'does not answer ICMP echo.*cannot probe it' "$TMP/sp.err" || fail "no clear message: $(cat "$TMP/sp.err")"
+	grep -q '10.30.2.2 answers neither ICMP echo nor a TCP SYN to port 5201.*cannot probe it' "$TMP/sp.err" ||
+		fail "no clear message: $(cat "$TMP/sp.err")"
+	assert_eq "$(pm_entry 10.30.2.2 state)" no_probe "state of an unprobeable destination"
 	xfer 10.30.2.2 300000 >/dev/null || true	# delivers learn_kb at the reduced MSS
 	local low=$(pm_entry 10.30.2.2 low_mtu)
 	echo "entry: $(sp_json '.modules.pmtu.destinations[0] | tostring')"
