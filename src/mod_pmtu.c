@@ -96,85 +96,96 @@ static void read_cfg(struct sp_pmtu_cfg *c)
 
 /* ---- probes ------------------------------------------------------------- */
 
-/* One DF echo of `mtu` bytes (IP header included). 1 answered, 0 not. */
-static int echo_once(int family, const __u32 *dst, __u32 mtu, int timeout_ms, double *rtt_ms)
+static socklen_t dst_sockaddr(int family, const __u32 *dst, __u16 port,
+			      struct sockaddr_storage *sa)
 {
-	int v6 = family == AF_INET6, fd, pmtud, hl = v6 ? 40 : 20;
-	struct sockaddr_storage sa = {};
-	unsigned char buf[65536];
-	__u16 id = getpid() & 0xffff, seq = ++echo_seq;
-	__u64 t0 = mono_ns(), deadline = t0 + timeout_ms * 1000000ULL;
-	size_t len = mtu - hl;
-	int ok = 0;
+	memset(sa, 0, sizeof(*sa));
+	sa->ss_family = family;
+	if (family == AF_INET) {
+		((struct sockaddr_in *)sa)->sin_port = htons(port);
+		((struct sockaddr_in *)sa)->sin_addr.s_addr = dst[0];
+		return sizeof(struct sockaddr_in);
+	}
+	((struct sockaddr_in6 *)sa)->sin6_port = htons(port);
+	memcpy(&((struct sockaddr_in6 *)sa)->sin6_addr, dst, 16);
+	return sizeof(struct sockaddr_in6);
+}
 
-	fd = socket(family, SOCK_RAW | SOCK_CLOEXEC, v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP);
+/* A UDP socket connected to dst: the kernel's route, source and path MTU toward it. */
+static int udp_toward(int family, const __u32 *dst)
+{
+	struct sockaddr_storage sa;
+	socklen_t l = dst_sockaddr(family, dst, 9, &sa);
+	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd >= 0 && connect(fd, (void *)&sa, l)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* What the kernel would use toward dst now: its route's (or cached) path MTU. */
+static __u32 route_mtu(int family, const __u32 *dst)
+{
+	int fd = udp_toward(family, dst), mtu = 0;
+	socklen_t l = sizeof(mtu);
+
+	if (fd < 0)
+		return 0;
+	getsockopt(fd, family == AF_INET6 ? IPPROTO_IPV6 : IPPROTO_IP,
+		   family == AF_INET6 ? IPV6_MTU : IP_MTU, &mtu, &l);
+	close(fd);
+	return mtu > 0 ? mtu : 0;
+}
+
+/* Our address toward dst, as the kernel would choose it. */
+static int local_addr(int family, const __u32 *dst, __u32 *src)
+{
+	struct sockaddr_storage me = {};
+	socklen_t l = sizeof(me);
+	int fd = udp_toward(family, dst), err = -1;
+
 	if (fd < 0)
 		return -1;
-	/* DF on, and sizes above the cached path MTU are sent anyway. */
-	pmtud = v6 ? IPV6_PMTUDISC_PROBE : IP_PMTUDISC_PROBE;
-	setsockopt(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_MTU_DISCOVER : IP_MTU_DISCOVER,
-		   &pmtud, sizeof(pmtud));
-	memset(buf, 0x5a, len);
-	if (v6) {
-		struct sockaddr_in6 *s6 = (void *)&sa;
-		struct icmp6_hdr *h = (void *)buf;
-
-		s6->sin6_family = AF_INET6;
-		memcpy(&s6->sin6_addr, dst, 16);
-		h->icmp6_type = ICMP6_ECHO_REQUEST;
-		h->icmp6_code = 0;
-		h->icmp6_cksum = 0;	/* the kernel fills it for ICMPv6 raw sockets */
-		h->icmp6_id = htons(id);
-		h->icmp6_seq = htons(seq);
-	} else {
-		struct sockaddr_in *s4 = (void *)&sa;
-		struct icmphdr *h = (void *)buf;
-		__u32 sum = 0;
-
-		s4->sin_family = AF_INET;
-		s4->sin_addr.s_addr = dst[0];
-		h->type = ICMP_ECHO;
-		h->code = 0;
-		h->checksum = 0;
-		h->un.echo.id = htons(id);
-		h->un.echo.sequence = htons(seq);
-		for (size_t i = 0; i + 1 < len; i += 2)
-			sum += *(__u16 *)(buf + i);
-		if (len & 1)
-			sum += buf[len - 1];
-		while (sum >> 16)
-			sum = (sum & 0xffff) + (sum >> 16);
-		h->checksum = ~sum;
+	if (!getsockname(fd, (void *)&me, &l)) {
+		memcpy(src, family == AF_INET ? (void *)&((struct sockaddr_in *)&me)->sin_addr
+					      : (void *)&((struct sockaddr_in6 *)&me)->sin6_addr,
+		       family == AF_INET ? 4 : 16);
+		err = 0;
 	}
-	if (sendto(fd, buf, len, 0, (void *)&sa, v6 ? sizeof(struct sockaddr_in6)
-						    : sizeof(struct sockaddr_in)) < 0) {
-		close(fd);
-		return 0;	/* EMSGSIZE: bigger than our own link */
-	}
-	while (!ok) {
-		__u64 now = mono_ns();
+	close(fd);
+	return err;
+}
+
+/* A raw socket whose packets carry DF, sizes above the cached path MTU allowed. */
+static int probe_socket(int family, int proto)
+{
+	int v6 = family == AF_INET6, fd = socket(family, SOCK_RAW | SOCK_CLOEXEC, proto);
+	int pmtud = v6 ? IPV6_PMTUDISC_PROBE : IP_PMTUDISC_PROBE;
+
+	if (fd >= 0)
+		setsockopt(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP,
+			   v6 ? IPV6_MTU_DISCOVER : IP_MTU_DISCOVER, &pmtud, sizeof(pmtud));
+	return fd;
+}
+
+/* The next packet on fd before deadline (CLOCK_MONOTONIC ns); < 0 when none came. */
+static ssize_t recv_until(int fd, void *buf, size_t len, __u64 deadline,
+			  struct sockaddr_storage *from)
+{
+	for (;;) {
+		socklen_t fl = sizeof(*from);
 		struct pollfd p = { .fd = fd, .events = POLLIN };
+		__u64 now = mono_ns();
 		ssize_t n;
 
 		if (now >= deadline || poll(&p, 1, (deadline - now) / 1000000 + 1) <= 0)
-			break;
-		n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-		if (v6) {
-			struct icmp6_hdr *h = (void *)buf;
-
-			ok = n >= 8 && h->icmp6_type == ICMP6_ECHO_REPLY &&
-			     ntohs(h->icmp6_id) == id && ntohs(h->icmp6_seq) == seq;
-		} else if (n >= 28) {
-			struct icmphdr *h = (void *)(buf + (buf[0] & 0xf) * 4);
-
-			ok = h->type == ICMP_ECHOREPLY && ntohs(h->un.echo.id) == id &&
-			     ntohs(h->un.echo.sequence) == seq;
-		}
+			return -1;
+		n = recvfrom(fd, buf, len, MSG_DONTWAIT, (void *)from, &fl);
+		if (n >= 0)
+			return n;	/* errors: keep waiting for an answer */
 	}
-	if (ok && rtt_ms)
-		*rtt_ms = (mono_ns() - t0) / 1e6;
-	close(fd);
-	return ok;
 }
 
 static __u16 csum_fold(__u32 sum)
@@ -195,31 +206,62 @@ static __u32 csum_add(__u32 sum, const void *p, size_t len)
 	return sum;
 }
 
-/* Our address toward dst, as the kernel would choose it. */
-static int local_addr(int family, const __u32 *dst, __u32 *src)
+/* One DF echo of `mtu` bytes (IP header included). 1 answered, 0 not. */
+static int echo_once(int family, const __u32 *dst, __u32 mtu, int timeout_ms, double *rtt_ms)
 {
-	struct sockaddr_storage sa = {}, me = {};
-	socklen_t l = sizeof(me);
-	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0), err = -1;
+	int v6 = family == AF_INET6, fd, hl = v6 ? 40 : 20;
+	struct sockaddr_storage sa, from;
+	socklen_t sl = dst_sockaddr(family, dst, 0, &sa);
+	unsigned char buf[65536];
+	__u16 id = getpid() & 0xffff, seq = ++echo_seq;
+	__u64 t0 = mono_ns(), deadline = t0 + timeout_ms * 1000000ULL;
+	size_t len = mtu - hl;
+	ssize_t n;
+	int ok = 0;
 
+	fd = probe_socket(family, v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP);
 	if (fd < 0)
 		return -1;
-	sa.ss_family = family;
-	if (family == AF_INET) {
-		((struct sockaddr_in *)&sa)->sin_port = htons(9);
-		((struct sockaddr_in *)&sa)->sin_addr.s_addr = dst[0];
+	memset(buf, 0x5a, len);
+	if (v6) {
+		struct icmp6_hdr *h = (void *)buf;
+
+		h->icmp6_type = ICMP6_ECHO_REQUEST;
+		h->icmp6_code = 0;
+		h->icmp6_cksum = 0;	/* the kernel fills it for ICMPv6 raw sockets */
+		h->icmp6_id = htons(id);
+		h->icmp6_seq = htons(seq);
 	} else {
-		((struct sockaddr_in6 *)&sa)->sin6_port = htons(9);
-		memcpy(&((struct sockaddr_in6 *)&sa)->sin6_addr, dst, 16);
+		struct icmphdr *h = (void *)buf;
+
+		h->type = ICMP_ECHO;
+		h->code = 0;
+		h->checksum = 0;
+		h->un.echo.id = htons(id);
+		h->un.echo.sequence = htons(seq);
+		h->checksum = csum_fold(csum_add(0, buf, len));
 	}
-	if (!connect(fd, (void *)&sa, sizeof(sa)) && !getsockname(fd, (void *)&me, &l)) {
-		memcpy(src, family == AF_INET ? (void *)&((struct sockaddr_in *)&me)->sin_addr
-					      : (void *)&((struct sockaddr_in6 *)&me)->sin6_addr,
-		       family == AF_INET ? 4 : 16);
-		err = 0;
+	if (sendto(fd, buf, len, 0, (void *)&sa, sl) < 0) {
+		close(fd);
+		return 0;	/* EMSGSIZE: bigger than our own link */
 	}
+	while (!ok && (n = recv_until(fd, buf, sizeof(buf), deadline, &from)) >= 0) {
+		if (v6) {
+			struct icmp6_hdr *h = (void *)buf;
+
+			ok = n >= 8 && h->icmp6_type == ICMP6_ECHO_REPLY &&
+			     ntohs(h->icmp6_id) == id && ntohs(h->icmp6_seq) == seq;
+		} else if (n >= 28) {
+			struct icmphdr *h = (void *)(buf + (buf[0] & 0xf) * 4);
+
+			ok = h->type == ICMP_ECHOREPLY && ntohs(h->un.echo.id) == id &&
+			     ntohs(h->un.echo.sequence) == seq;
+		}
+	}
+	if (ok && rtt_ms)
+		*rtt_ms = (mono_ns() - t0) / 1e6;
 	close(fd);
-	return err;
+	return ok;
 }
 
 /*
@@ -231,23 +273,22 @@ static int local_addr(int family, const __u32 *dst, __u32 *src)
 static int syn_once(int family, const __u32 *dst, __u16 dport, __u32 mtu, int timeout_ms,
 		    double *rtt_ms)
 {
-	int v6 = family == AF_INET6, hl = v6 ? 40 : 20, fd, pmtud, off = 16;
+	int v6 = family == AF_INET6, hl = v6 ? 40 : 20, fd, off = 16;
 	__u32 src[4] = {}, seq = random(), sum;
 	__u16 sport = 33000 + random() % 28000;
 	size_t len = mtu - hl;
 	unsigned char buf[65536];
-	struct sockaddr_storage sa = {};
+	struct sockaddr_storage sa, from;
+	socklen_t sl = dst_sockaddr(family, dst, 0, &sa);
 	__u64 t0 = mono_ns(), deadline = t0 + timeout_ms * 1000000ULL;
+	ssize_t n;
 	int ok = 0;
 
 	if (!dport || len < 20 || local_addr(family, dst, src))
 		return 0;
-	fd = socket(family, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_TCP);
+	fd = probe_socket(family, IPPROTO_TCP);
 	if (fd < 0)
 		return -1;
-	pmtud = v6 ? IPV6_PMTUDISC_PROBE : IP_PMTUDISC_PROBE;
-	setsockopt(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_MTU_DISCOVER : IP_MTU_DISCOVER,
-		   &pmtud, sizeof(pmtud));
 	memset(buf, 0, len);
 	*(__u16 *)buf = htons(sport);
 	*(__u16 *)(buf + 2) = htons(dport);
@@ -255,13 +296,10 @@ static int syn_once(int family, const __u32 *dst, __u16 dport, __u32 mtu, int ti
 	buf[12] = 5 << 4;			/* data offset: 20 bytes */
 	buf[13] = 0x02;				/* SYN */
 	*(__u16 *)(buf + 14) = htons(65535);
-	sa.ss_family = family;
 	if (v6) {
-		memcpy(&((struct sockaddr_in6 *)&sa)->sin6_addr, dst, 16);
 		/* The kernel fills the checksum (offset 16) of raw IPv6 sockets on request. */
 		setsockopt(fd, IPPROTO_IPV6, IPV6_CHECKSUM, &off, sizeof(off));
 	} else {
-		((struct sockaddr_in *)&sa)->sin_addr.s_addr = dst[0];
 		/* Pseudo header: source, destination, protocol, TCP length. */
 		sum = csum_add(0, src, 4);
 		sum = csum_add(sum, dst, 4);
@@ -269,26 +307,14 @@ static int syn_once(int family, const __u32 *dst, __u16 dport, __u32 mtu, int ti
 		sum = csum_add(sum, buf, len);
 		*(__u16 *)(buf + 16) = csum_fold(sum);
 	}
-	if (sendto(fd, buf, len, 0, (void *)&sa, v6 ? sizeof(struct sockaddr_in6)
-						    : sizeof(struct sockaddr_in)) < 0) {
+	if (sendto(fd, buf, len, 0, (void *)&sa, sl) < 0) {
 		close(fd);
 		return 0;
 	}
-	while (!ok) {
-		struct sockaddr_storage from;
-		socklen_t fl = sizeof(from);
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		__u64 now = mono_ns();
-		unsigned char *t;
-		ssize_t n;
+	while (!ok && (n = recv_until(fd, buf, sizeof(buf), deadline, &from)) >= 0) {
+		unsigned char *t = buf;
 		__u32 ack;
 
-		if (now >= deadline || poll(&p, 1, (deadline - now) / 1000000 + 1) <= 0)
-			break;
-		n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (void *)&from, &fl);
-		if (n <= 0)
-			continue;
-		t = buf;
 		if (!v6) {	/* IPv4 raw sockets see the IP header */
 			if (n < 20 || memcmp(buf + 12, dst, 4))
 				continue;
@@ -346,31 +372,6 @@ static int pick_method(const struct sp_pmtu_event *ev, __u32 base, const struct 
 		}
 	}
 	return 0;
-}
-
-/* What the kernel would use toward dst now: its route's (or cached) path MTU. */
-static __u32 route_mtu(int family, const __u32 *dst)
-{
-	struct sockaddr_storage sa = {};
-	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0), mtu = 0;
-	socklen_t l = sizeof(mtu);
-
-	if (fd < 0)
-		return 0;
-	if (family == AF_INET6) {
-		((struct sockaddr_in6 *)&sa)->sin6_family = AF_INET6;
-		((struct sockaddr_in6 *)&sa)->sin6_port = htons(9);
-		memcpy(&((struct sockaddr_in6 *)&sa)->sin6_addr, dst, 16);
-	} else {
-		((struct sockaddr_in *)&sa)->sin_family = AF_INET;
-		((struct sockaddr_in *)&sa)->sin_port = htons(9);
-		((struct sockaddr_in *)&sa)->sin_addr.s_addr = dst[0];
-	}
-	if (!connect(fd, (void *)&sa, sizeof(sa)))
-		getsockopt(fd, family == AF_INET6 ? IPPROTO_IPV6 : IPPROTO_IP,
-			   family == AF_INET6 ? IPV6_MTU : IP_MTU, &mtu, &l);
-	close(fd);
-	return mtu > 0 ? mtu : 0;
 }
 
 /* ---- routes (netlink) --------------------------------------------------- */
