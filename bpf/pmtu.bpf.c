@@ -127,20 +127,19 @@ static __always_inline __u32 conn_mtu(struct bpf_sock_ops *skops)
 	return skops->mss_cache + tp->tcp_header_len + ip_hdr_len(skops);
 }
 
-static __always_inline void on_connect(struct bpf_sock_ops *skops, const struct cfg *c)
+static __always_inline void on_connect(struct bpf_sock_ops *skops)
 {
-	struct bpf_sock *bsk = skops->sk;
 	struct sp_pmtu_key k;
 	struct sp_pmtu_entry *e;
 	__u32 full[4];
+	struct cfg c;
 	int mss;
 
 	sp_count(&pmtu_ctr, SP_PM_CONNECTS, 1);
-	if (bsk)
-		bpf_sk_storage_get(&pmtu_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
-	make_key(skops, c, &k, full);
+	read_cfg(&c);
+	make_key(skops, &c, &k, full);
 	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
-	if (!e || !e->low || bpf_ktime_get_ns() - e->updated_ns > c->interval_ns)
+	if (!e || !e->low || bpf_ktime_get_ns() - e->updated_ns > c.interval_ns)
 		return;
 	/* IPv6 never below its minimum MTU, whatever the map says. */
 	mss = (skops->family == AF_INET ? (e->low < 576 ? 576 : e->low) - 40
@@ -151,20 +150,24 @@ static __always_inline void on_connect(struct bpf_sock_ops *skops, const struct 
 	}
 }
 
-static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *s,
-				   const struct cfg *c)
+static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *s)
 {
 	struct sp_pmtu_entry *e, fresh = {};
 	struct sp_pmtu_key k;
 	__u32 full[4], mtu;
+	struct cfg c;
 
-	if (s->learned || skops->bytes_acked - s->acked_at_rto < c->learn_bytes)
+	/* Every ACK of every socket comes here: done sockets leave at once. */
+	if (s->learned)
+		return;
+	read_cfg(&c);
+	if (skops->bytes_acked - s->acked_at_rto < c.learn_bytes)
 		return;
 	s->learned = 1;
 	mtu = conn_mtu(skops);
 	if (!mtu)
 		return;
-	make_key(skops, c, &k, full);
+	make_key(skops, &c, &k, full);
 	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
 	if (!e) {
 		fresh.low = mtu;
@@ -183,12 +186,12 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 	}
 }
 
-static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *s,
-				   const struct cfg *c)
+static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *s)
 {
 	struct sp_pmtu_event *ev;
 	struct sp_pmtu_entry *e;
 	__u32 mtu = conn_mtu(skops);
+	struct cfg c;
 
 	s->acked_at_rto = skops->bytes_acked;
 	/* A black hole passes the handshake and small segments, then eats the
@@ -200,7 +203,8 @@ static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *
 		sp_count(&pmtu_ctr, SP_PM_EVENTS_LOST, 1);
 		return;
 	}
-	make_key(skops, c, &ev->key, ev->dst);
+	read_cfg(&c);
+	make_key(skops, &c, &ev->key, ev->dst);
 	e = bpf_map_lookup_elem(&pmtu_dsts, &ev->key);
 	if (e && e->low >= mtu) {	/* it is known to pass: congestion, not MTU */
 		bpf_ringbuf_discard(ev, 0);
@@ -218,12 +222,10 @@ int sp_pmtu(struct bpf_sock_ops *skops)
 {
 	struct bpf_sock *bsk = skops->sk;
 	struct sk_state *s;
-	struct cfg c;
 
-	read_cfg(&c);
 	switch (skops->op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
-		on_connect(skops, &c);
+		on_connect(skops);
 		return 1;
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
@@ -240,8 +242,8 @@ int sp_pmtu(struct bpf_sock_ops *skops)
 	if (!bsk || !(s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, 0)))
 		return 1;
 	if (skops->op == BPF_SOCK_OPS_RTT_CB)
-		on_rtt(skops, s, &c);
+		on_rtt(skops, s);
 	else
-		on_rto(skops, s, &c);
+		on_rto(skops, s);
 	return 1;
 }
