@@ -58,16 +58,20 @@ mk_netns() {
 	ip -n "$1" link set lo up
 }
 
+# A veth pair between two of the test's namespaces, both ends up: veth NS1 DEV1 NS2 DEV2.
+veth() {
+	ip link add "$2" netns "$1" type veth peer name "$4" netns "$3" || fail "veth $2"
+	ip -n "$1" link set "$2" up; ip -n "$3" link set "$4" up
+}
+
 # Two namespaces joined by a veth pair: A 10.77.0.1 / fd77::1, B 10.77.0.2 / fd77::2.
 netns_pair() {
 	mk_netns "$NS_A"; mk_netns "$NS_B"
-	ip link add "v$ID"a netns "$NS_A" type veth peer name "v$ID"b netns "$NS_B" || fail "veth"
+	veth "$NS_A" "v$ID"a "$NS_B" "v$ID"b
 	ip -n "$NS_A" addr add 10.77.0.1/24 dev "v$ID"a
 	ip -n "$NS_B" addr add 10.77.0.2/24 dev "v$ID"b
 	ip -n "$NS_A" addr add fd77::1/64 dev "v$ID"a nodad
 	ip -n "$NS_B" addr add fd77::2/64 dev "v$ID"b nodad
-	ip -n "$NS_A" link set "v$ID"a up
-	ip -n "$NS_B" link set "v$ID"b up
 }
 
 make_cgroup() { mkdir "$CG" || fail "mkdir $CG"; }

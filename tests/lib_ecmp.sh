@@ -8,11 +8,6 @@
 #   S  fd01::1 10.1.0.1   D  fd02::2 10.2.0.2   path i: R1 p$i (fd10:i::1) - R2 q$i (fd10:i::2)
 NS_S=sp-$ID-s; NS_R1=sp-$ID-r1; NS_R2=sp-$ID-r2; NS_D=sp-$ID-d
 
-veth() { # veth NS1 DEV1 NS2 DEV2
-	ip link add "$2" netns "$1" type veth peer name "$4" netns "$3" || fail "veth $2"
-	ip -n "$1" link set "$2" up; ip -n "$3" link set "$4" up
-}
-
 ecmp_topo() { # ecmp_topo NPATHS RATE (tbf rate, e.g. 100mbit)
 	local n=$1 rate=$2 i nh6= nh4=
 	for ns in "$NS_S" "$NS_R1" "$NS_R2" "$NS_D"; do mk_netns "$ns"; done

@@ -9,13 +9,11 @@ frag_topo() { # frag_topo NPEERS
 	mk_netns "$NS_R"
 	for i in $(seq 1 "$1"); do
 		mk_netns "sp-$ID-p$i"
-		ip link add "rp$i" netns "$NS_R" type veth peer name "pr$i" netns "sp-$ID-p$i" || fail veth
+		veth "$NS_R" "rp$i" "sp-$ID-p$i" "pr$i"
 		ip -n "$NS_R" addr add "10.50.$i.1/24" dev "rp$i"
 		ip -n "$NS_R" addr add "fd50:$i::1/64" dev "rp$i" nodad
 		ip -n "sp-$ID-p$i" addr add "10.50.$i.2/24" dev "pr$i"
 		ip -n "sp-$ID-p$i" addr add "fd50:$i::2/64" dev "pr$i" nodad
-		ip -n "$NS_R" link set "rp$i" up
-		ip -n "sp-$ID-p$i" link set "pr$i" up
 		ip -n "sp-$ID-p$i" route add default via "10.50.$i.1"
 	done
 	# Spoofed sources arrive on rp1: accept them, and answer nothing.

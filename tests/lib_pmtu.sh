@@ -13,9 +13,9 @@ pmtu_topo() {
 	local mtu=${1:-1400}
 	for ns in "$NS_S" "$NS_RT" "$NS_D" "$NS_D2"; do mk_netns "$ns"; done
 	ip netns exec "$NS_RT" sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
-	ip link add s0 netns "$NS_S" type veth peer name rs netns "$NS_RT"
-	ip link add rd netns "$NS_RT" type veth peer name d0 netns "$NS_D"
-	ip link add rd2 netns "$NS_RT" type veth peer name d0 netns "$NS_D2"
+	veth "$NS_S" s0 "$NS_RT" rs
+	veth "$NS_RT" rd "$NS_D" d0
+	veth "$NS_RT" rd2 "$NS_D2" d0
 	ip -n "$NS_RT" link set rd mtu "$mtu"
 	ip -n "$NS_S" addr add 10.30.1.1/24 dev s0; ip -n "$NS_S" addr add fd30:1::1/64 dev s0 nodad
 	ip -n "$NS_RT" addr add 10.30.1.2/24 dev rs; ip -n "$NS_RT" addr add fd30:1::2/64 dev rs nodad
@@ -23,14 +23,9 @@ pmtu_topo() {
 	ip -n "$NS_D" addr add 10.30.2.2/24 dev d0; ip -n "$NS_D" addr add fd30:2::2/64 dev d0 nodad
 	ip -n "$NS_RT" addr add 10.30.3.1/24 dev rd2; ip -n "$NS_RT" addr add fd30:3::1/64 dev rd2 nodad
 	ip -n "$NS_D2" addr add 10.30.3.2/24 dev d0; ip -n "$NS_D2" addr add fd30:3::2/64 dev d0 nodad
-	ip -n "$NS_S" link set s0 up; ip -n "$NS_RT" link set rs up; ip -n "$NS_RT" link set rd up
-	ip -n "$NS_RT" link set rd2 up; ip -n "$NS_D" link set d0 up; ip -n "$NS_D2" link set d0 up
 	ip -n "$NS_S" route add default via 10.30.1.2; ip -n "$NS_S" -6 route add default via fd30:1::2
-	for ns in "$NS_D" "$NS_D2"; do
-		ip -n "$ns" route add default via "10.30.${ns: -1}.1" 2>/dev/null
-	done
-	ip -n "$NS_D" route replace default via 10.30.2.1; ip -n "$NS_D" -6 route add default via fd30:2::1
-	ip -n "$NS_D2" route replace default via 10.30.3.1; ip -n "$NS_D2" -6 route add default via fd30:3::1
+	ip -n "$NS_D" route add default via 10.30.2.1; ip -n "$NS_D" -6 route add default via fd30:2::1
+	ip -n "$NS_D2" route add default via 10.30.3.1; ip -n "$NS_D2" -6 route add default via fd30:3::1
 	printf 'table inet bh {\n chain out {\n type filter hook output priority 0;\n icmp type destination-unreachable icmp code frag-needed drop\n icmpv6 type packet-too-big drop\n }\n chain c_fwd {\n type filter hook forward priority 0;\n }\n}\n' |
 		ip netns exec "$NS_RT" nft -f - || fail "nft black hole"
 	if [ -n "${2:-}" ]; then
