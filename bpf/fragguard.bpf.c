@@ -8,27 +8,36 @@
  * dropped until queues time out. Gobert's series (seed 003, never merged)
  * tracked memory per inetpeer and shortened timeouts under load; the review
  * objected that inetpeer is not DDoS-resistant and that near-zero timeouts
- * stop datagrams from ever completing. Here:
- *  - every datagram in progress is tracked (LRU, SP_FG_DGRAMS), charged with
- *    what the kernel holds for it: each fragment's skb truesize plus the
- *    queue struct, and released when it completes or the kernel's timer
- *    (ipfrag_time) would have expired it;
- *  - per peer (source masked to prefix4/prefix6; LRU, SP_FG_PEERS) the sum;
- *  - a new datagram is refused when its peer is over peer_limit, or, when
- *    the namespace is loaded (sockstat memory > load_pct of high_thresh),
- *    over its fair share; the later fragments of a refused datagram go too;
- *  - the seed's adaptive timeout becomes an age limit: a datagram older than
- *    max(base*(limit - peer_mem)/limit, base*(high - mem)/high) gets no more
- *    fragments. It is only ever applied to new fragments: what the kernel
- *    already holds completes or times out as usual (the review's point);
- *  - peers that have never completed a datagram share unknown_pct of
- *    high_thresh between them, all together. Spoofed sources never complete
- *    (they would have to send whole datagrams), so a flood from any number
- *    of them cannot take the memory that completing peers use. Peers that
- *    completed one move to a map of their own (fragguard_known) that only
- *    completions enter, so churning the peer LRU with random sources cannot
- *    evict them either (the review's inetpeer objection). Refusals by the
- *    unknown pool leave no datagram entry behind, for the same reason.
+ * stop datagrams from ever completing.
+ *
+ * A policy that refuses fragments must first see reassembly exactly as the
+ * kernel does, or it drops datagrams the kernel would have delivered. So:
+ *  - datagrams are keyed as the kernel keys its queues (IPv4: saddr, daddr,
+ *    id, protocol; IPv6: saddr, daddr, id, and the interface for link-local
+ *    and multicast destinations) and each fragment goes through the
+ *    kernel's own rules (net/ipv4/ip_fragment.c ip_frag_queue,
+ *    net/ipv6/reassembly.c ip6_frag_queue, inet_frag_queue_insert): runs of
+ *    adjacent fragments, a fragment inside one run is a duplicate (dropped,
+ *    queue kept), any other overlap kills the queue, inconsistent ends kill
+ *    it, reassembly fails on oversize and bad ECN mixes;
+ *  - runs are kept inline (SP_FG_RUNS) and, past that, as two bitmaps of
+ *    8-byte units (covered, run start) in a separate map: exact for every
+ *    legal fragmentation up to 65535 bytes at any MTU;
+ *  - each datagram is charged what the kernel holds for it (every queued
+ *    fragment's truesize plus the queue struct) and released exactly once:
+ *    on completion or discard (here, as the kernel does it), or on expiry
+ *    (the kernel's own FRAG_REASM_TIMEOUT drops, seen on tp_btf/kfree_skb,
+ *    with a sweep every 250 ms as the fallback).
+ * On top of that view, the policy:
+ *  - a new datagram is refused when its peer (source masked to a prefix) is
+ *    over peer_limit, or, under load, over its fair share; peers not yet
+ *    known share unknown_pct of high_thresh between them all;
+ *  - "known" has to be paid for: known_kb reassembled over at least
+ *    known_s seconds. The known map is not an LRU: entries leave only after
+ *    SP_FG_KNOWN_IDLE_S without a fragment, so no newcomer can push out a
+ *    peer that is still sending (the review's inetpeer objection);
+ *  - the seed's adaptive timeout becomes an age limit on new fragments of
+ *    a datagram: what the kernel already queued is never cut short.
  */
 #include "common.bpf.h"
 #include <bpf/bpf_core_read.h>
@@ -45,10 +54,27 @@ char LICENSE[] SEC("license") = "GPL";
 #define IP_MF		0x2000
 #define IP_OFFSET	0x1fff
 #define NEXTHDR_HOP	0
+#define NEXTHDR_TCP	6
+#define NEXTHDR_UDP	17
 #define NEXTHDR_ROUTING	43
 #define NEXTHDR_FRAGMENT 44
 #define NEXTHDR_AUTH	51
+#define NEXTHDR_ICMP	58
 #define NEXTHDR_DEST	60
+#define PACKET_OTHERHOST 3
+
+/* inet_frag_queue flags */
+#define F_FIRST_IN	0x01
+#define F_LAST_IN	0x02
+#define F_BITS		0x04	/* runs are in fragguard_bits */
+#define F_INEXACT	0x08	/* coverage by byte count only */
+#define F_LAST_MF	0x10	/* the last fragment added had MF set */
+
+#define DEAD		(-1LL)	/* dgram.mem once released */
+#define UNITS		8192	/* 8-byte units of 64 KiB */
+#define WORDS		(UNITS / 64)
+/* Keeps the compiler from dropping an index mask the verifier needs. */
+#define word_idx(w)	({ __u32 __w = (w); asm volatile("" : "+r"(__w)); __w & (WORDS - 1); })
 
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 
@@ -73,34 +99,76 @@ struct {
 	__type(value, struct sp_fg_global);
 } fragguard_glob SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sp_fg_agg);
+} fragguard_agg SEC(".maps");
+
+/* The kernel's queue key (struct frag_v4_compare_key / frag_v6_compare_key). */
 struct dgram_key {
-	__u32 family;
 	__u32 id;
-	__u32 proto;
+	__u8 family;		/* 2 or 10 */
+	__u8 proto;		/* IPv4 only: IPv6 queues ignore the next header */
+	__u16 pad;
+	__u32 iif;		/* IPv6 link-local/multicast destinations only */
 	__u32 saddr[4];
 	__u32 daddr[4];
 };
 
 struct dgram {
-	__u64 first_ns;
-	__u64 seen;		/* bit (offset/8) % 64: duplicate detection */
-	__u32 mem;		/* bytes charged to the peer */
-	__u32 covered;		/* payload bytes received, duplicates excluded */
-	__u32 total;		/* datagram length, once the last fragment came */
-	__u8 refused;
-	__u8 unknown;		/* charged to the never-completed pool */
-	__u16 frags;
+	__u64 first_ns;		/* the kernel's timer start: queue creation or reinit */
+	__s64 mem;		/* bytes charged; DEAD once released (exactly once) */
+	__u32 len;		/* the kernel's q.len */
+	__u32 meat;		/* the kernel's q.meat: bytes queued */
+	__u32 tail_end;		/* end of the fragment with the highest end */
+	__u32 run_s[SP_FG_RUNS];
+	__u32 run_e[SP_FG_RUNS];
+	__u32 last_off, last_end, last_ts;	/* last fragment added (for a reinit) */
+	__u32 epoch;		/* of the peer entry charged */
+	__u16 hl;		/* header bytes before the payload, from offset 0 */
+	__u8 flags;
+	__u8 ecn;		/* IPFRAG_ECN_* bits seen */
+	__u8 nruns;
+	__u8 tail;		/* index of the tail run */
+	__u8 unknown;		/* charged to the unknown pool */
+	__u8 last_ecn;
+	__u8 reinit;		/* a reinit was applied since the last fragment */
+	__u8 pad[3];
 	struct sp_fg_peer_key peer;
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	/* Per-CPU LRU lists: a datagram's insert and delete take no global lock. */
-	__uint(map_flags, BPF_F_NO_COMMON_LRU);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	/* Not an LRU: an eviction would lose a datagram's charge. Allocated
+	 * on use; when full, new datagrams pass untracked. */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, SP_FG_DGRAMS);
 	__type(key, struct dgram_key);
 	__type(value, struct dgram);
 } fragguard_dgram SEC(".maps");
+
+struct bits {
+	__u64 cov[WORDS];	/* 8-byte units queued */
+	__u64 start[WORDS];	/* units where a run starts */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, SP_FG_BITS);
+	__type(key, struct dgram_key);
+	__type(value, struct bits);
+} fragguard_bits SEC(".maps");
+
+/* A zeroed struct bits to insert from (too large for the stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct bits);
+} fragguard_zero SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -110,17 +178,25 @@ struct {
 } fragguard_peers SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SP_FG_KNOWN);
 	__type(key, struct sp_fg_peer_key);
 	__type(value, struct sp_fg_peer);
 } fragguard_known SEC(".maps");
 
+/* Refused datagrams: only so that their later fragments go too. Holds no
+ * accounting, so an eviction costs nothing but one re-evaluation. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SP_FG_REFUSED);
+	__type(key, struct dgram_key);
+	__type(value, __u64);
+} fragguard_refused SEC(".maps");
+
 struct fg_state {
 	struct bpf_timer timer;
 	__u32 armed;
-	__s32 active_peers;	/* peers with a datagram in progress */
-	__s64 unknown_mem[2];	/* held by peers that never completed, per family */
+	__u32 sweeps;
 };
 
 struct {
@@ -140,16 +216,22 @@ struct {
 
 struct frag {
 	struct dgram_key key;
-	__u32 off, len;
-	bool more;
+	__u32 off, end;		/* end as the kernel computes it (MF: rounded down to 8) */
+	__u16 hl;		/* IPv4 IHL; IPv6 extension headers before the fragment header */
+	__u8 mf;
+	__u8 ecn;		/* 1 << (tos & 3): the kernel's IPFRAG_ECN_* bit */
+	__u8 prob;		/* IPv6: dropped with a parameter problem, queue kept */
 };
 
 struct cfg {
 	__u32 prefix4, prefix6;
 	__u64 peer_limit;
 	__u32 unknown_pct, load_pct;
+	__u64 known_bytes, known_ns;
 	bool enforce;
 };
+
+enum verdict { V_COMPLETED, V_EXPIRED, V_DISCARDED };
 
 static __always_inline __u32 clamp(__u32 v, __u32 lo, __u32 hi)
 {
@@ -161,174 +243,25 @@ static __always_inline void read_cfg(struct cfg *c)
 {
 	__u32 zero = 0;
 	struct sp_fg_cfg *m = bpf_map_lookup_elem(&fragguard_cfg, &zero);
+	struct sp_fg_cfg d = { 32, 64, 1024, 50, 50, 1, 64, 2 };
 
-	if (!m) {
-		*c = (struct cfg){ 32, 64, 1 << 20, 50, 50, true };
-		return;
-	}
+	if (!m)
+		m = &d;
 	c->prefix4 = clamp(m->prefix4, 0, 32);
 	c->prefix6 = clamp(m->prefix6, 0, 128);
 	c->peer_limit = (__u64)clamp(m->peer_limit_kb, 16, 1 << 20) << 10;
 	c->unknown_pct = clamp(m->unknown_pct, 1, 100);
 	c->load_pct = clamp(m->load_pct, 1, 100);
 	c->enforce = m->enforce != 0;
+	c->known_bytes = (__u64)clamp(m->known_kb, 1, 1 << 20) << 10;
+	c->known_ns = (__u64)clamp(m->known_s, 0, 3600) * 1000000000ULL;
 }
 
-/*
- * 1: a fragment, parsed into f. 0: not a fragment (including atomic IPv6
- * fragments, which the kernel does not queue). -1: a fragment whose headers
- * do not add up; the kernel gets it untouched and drops it itself.
- */
-static __always_inline int parse(struct __sk_buff *skb, struct frag *f)
-{
-	__u32 nh = 14, pos;
-	__u16 proto;
-	__u8 vlan[4];
-
-	if (bpf_skb_load_bytes(skb, 12, &proto, 2))
-		return 0;
-	/* Tags left in the frame (no VLAN offload): up to two (QinQ). */
-#pragma unroll
-	for (int i = 0; i < 2; i++) {
-		if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))
-			break;
-		if (bpf_skb_load_bytes(skb, nh, vlan, 4))
-			return 0;
-		proto = *(__u16 *)&vlan[2];
-		nh += 4;
-	}
-	__builtin_memset(f, 0, sizeof(*f));
-	if (proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr ip;
-		__u16 fo, tot;
-		__u32 hl;
-
-		if (bpf_skb_load_bytes(skb, nh, &ip, sizeof(ip)) || ip.version != 4)
-			return 0;
-		fo = bpf_ntohs(ip.frag_off);
-		if (!(fo & (IP_MF | IP_OFFSET)))
-			return 0;
-		hl = ip.ihl * 4;
-		tot = bpf_ntohs(ip.tot_len);
-		if (hl < 20 || tot <= hl || nh + tot > skb->len)
-			return -1;
-		f->key.family = 2;
-		f->key.id = ip.id;
-		f->key.proto = ip.protocol;
-		f->key.saddr[0] = ip.saddr;
-		f->key.daddr[0] = ip.daddr;
-		f->off = (fo & IP_OFFSET) * 8;
-		f->len = tot - hl;
-		f->more = fo & IP_MF;
-	} else if (proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr ip6;
-		struct frag_hdr fh;
-		__u8 next, ext[2];
-		__u16 fo;
-		__u32 plen, hdrs;
-		bool found = false;
-
-		if (bpf_skb_load_bytes(skb, nh, &ip6, sizeof(ip6)) || ip6.version != 6)
-			return 0;
-		next = ip6.nexthdr;
-		pos = nh + sizeof(ip6);
-#pragma unroll
-		for (int i = 0; i < 6; i++) {
-			if (next == NEXTHDR_FRAGMENT) {
-				found = true;
-				break;
-			}
-			if (next != NEXTHDR_HOP && next != NEXTHDR_ROUTING &&
-			    next != NEXTHDR_DEST && next != NEXTHDR_AUTH)
-				return 0;
-			if (bpf_skb_load_bytes(skb, pos, ext, 2))
-				return 0;
-			pos += next == NEXTHDR_AUTH ? (ext[1] + 2) * 4 : (ext[1] + 1) * 8;
-			next = ext[0];
-		}
-		if (!found || bpf_skb_load_bytes(skb, pos, &fh, sizeof(fh)))
-			return 0;
-		fo = bpf_ntohs(fh.frag_off);
-		if (!(fo & 0xfff9))	/* offset 0, no M: an atomic fragment */
-			return 0;
-		plen = bpf_ntohs(ip6.payload_len);
-		hdrs = pos + sizeof(fh) - nh - sizeof(ip6);
-		if (plen <= hdrs || nh + sizeof(ip6) + plen > skb->len)
-			return -1;
-		f->key.family = 10;
-		f->key.id = fh.identification;
-		f->key.proto = fh.nexthdr;
-		__builtin_memcpy(f->key.saddr, &ip6.saddr, 16);
-		__builtin_memcpy(f->key.daddr, &ip6.daddr, 16);
-		f->off = fo & ~7;
-		f->len = plen - hdrs;
-		f->more = fo & 1;
-	} else {
-		return 0;
-	}
-	if (f->off + f->len > 65535)
-		return -1;
-	return 1;
-}
-
-static __always_inline void peer_key(const struct frag *f, const struct cfg *c,
-				     struct sp_fg_peer_key *pk)
-{
-	__u32 bits = f->key.family == 2 ? c->prefix4 : c->prefix6;
-
-	__builtin_memset(pk, 0, sizeof(*pk));
-	pk->family = f->key.family;
-#pragma unroll
-	for (int i = 0; i < 4; i++) {
-		__u32 b = bits > 32 ? 32 : bits;
-
-		if (b)
-			pk->addr[i] = f->key.saddr[i] &
-				      bpf_htonl(b == 32 ? 0xffffffff : ~(0xffffffffu >> b));
-		bits -= b;
-	}
-}
-
-static __always_inline struct fg_state *fg_state(void)
+static __always_inline struct sp_fg_agg *agg(void)
 {
 	__u32 zero = 0;
 
-	return bpf_map_lookup_elem(&fragguard_state, &zero);
-}
-
-static __always_inline struct sp_fg_peer *peer_find(const struct sp_fg_peer_key *pk)
-{
-	struct sp_fg_peer *p = bpf_map_lookup_elem(&fragguard_known, pk);
-
-	return p ? p : bpf_map_lookup_elem(&fragguard_peers, pk);
-}
-
-/* Undo what a datagram charged: on completion or expiry. */
-static __always_inline void release(struct dgram *d, int fam, bool completed,
-				    struct sp_fg_peer *p)
-{
-	struct fg_state *st = fg_state();
-
-	if (!p)
-		p = peer_find(&d->peer);
-
-	if (d->refused)
-		return;
-	if (st && d->unknown && fam >= 0 && fam < 2)
-		__sync_fetch_and_add(&st->unknown_mem[fam], -(__s64)d->mem);
-	if (!p)
-		return;	/* evicted: its sums went with it */
-	__sync_fetch_and_add(&p->mem, -(__s64)d->mem);
-	if (completed)
-		__sync_fetch_and_add(&p->completed, 1);
-	else
-		__sync_fetch_and_add(&p->expired, 1);
-	if (__sync_fetch_and_add(&p->in_progress, -1) == 1 && st)
-		__sync_fetch_and_add(&st->active_peers, -1);
-	/* A first completion: the peer becomes known. */
-	if (completed && p->completed == 1 &&
-	    !bpf_map_update_elem(&fragguard_known, &d->peer, p, BPF_NOEXIST))
-		bpf_map_delete_elem(&fragguard_peers, &d->peer);
+	return bpf_map_lookup_elem(&fragguard_agg, &zero);
 }
 
 static __always_inline struct sp_fg_global *global(int fam)
@@ -344,6 +277,551 @@ static __always_inline __u64 frag_time_ns(int fam)
 
 	return g && g->time_ns ? g->time_ns : 30ULL * 1000000000;
 }
+
+/*
+ * IPv6, parsed from the IPv6 header on: fills the key and position. 1: a
+ * fragment; 0: not one (or an atomic fragment, which the kernel does not
+ * queue); -1: one the kernel drops before reassembly.
+ */
+static __always_inline int parse6(struct __sk_buff *skb, __u32 nh, struct frag *f)
+{
+	struct ipv6hdr ip6;
+	struct frag_hdr fh;
+	__u8 next, ext[2];
+	__u16 fo;
+	__u32 plen, hdrs, pos, need;
+	bool found = false;
+
+	if (bpf_skb_load_bytes(skb, nh, &ip6, sizeof(ip6)) || ip6.version != 6)
+		return 0;
+	next = ip6.nexthdr;
+	pos = nh + sizeof(ip6);
+#pragma unroll
+	for (int i = 0; i < 6; i++) {
+		if (next == NEXTHDR_FRAGMENT) {
+			found = true;
+			break;
+		}
+		if (next != NEXTHDR_HOP && next != NEXTHDR_ROUTING &&
+		    next != NEXTHDR_DEST && next != NEXTHDR_AUTH)
+			return 0;
+		if (bpf_skb_load_bytes(skb, pos, ext, 2))
+			return 0;
+		pos += next == NEXTHDR_AUTH ? (ext[1] + 2) * 4 : (ext[1] + 1) * 8;
+		next = ext[0];
+	}
+	if (!found)
+		return 0;
+	plen = bpf_ntohs(ip6.payload_len);
+	hdrs = pos + sizeof(fh) - nh - sizeof(ip6);
+	/* ipv6_rcv: a payload beyond the packet; ipv6_frag_rcv: jumbo, or no
+	 * room for the fragment header. */
+	if (!plen || nh + sizeof(ip6) + plen > skb->len || plen < hdrs ||
+	    bpf_skb_load_bytes(skb, pos, &fh, sizeof(fh)))
+		return -1;
+	fo = bpf_ntohs(fh.frag_off);
+	if (!(fo & 0xfff9))	/* offset 0, no M: an atomic fragment */
+		return 0;
+	f->off = fo & ~7;
+	f->mf = fo & 1;
+	/* RFC 8200 4.5: a first fragment must hold the upper-layer header
+	 * (ipv6frag_thdr_truncated). */
+	if (!f->off) {
+		need = fh.nexthdr == NEXTHDR_TCP ? 20 :
+		       fh.nexthdr == NEXTHDR_UDP || fh.nexthdr == NEXTHDR_ICMP ? 8 : 1;
+		if (plen - hdrs < need)
+			return -1;
+	}
+	f->end = f->off + plen - hdrs;
+	/* ip6_frag_queue: past 65535, or an MF fragment not a multiple of 8:
+	 * a parameter problem; the fragment goes, a queue found or made stays. */
+	f->prob = f->end > 65535 || (f->mf && (f->end & 7));
+	f->hl = hdrs - sizeof(fh);
+	f->ecn = 1 << ((bpf_ntohl(*(__u32 *)&ip6) >> 20) & 3);
+	f->key.family = 10;
+	f->key.id = fh.identification;
+	__builtin_memcpy(f->key.saddr, &ip6.saddr, 16);
+	__builtin_memcpy(f->key.daddr, &ip6.daddr, 16);
+	/* fq_find: link-local and multicast destinations are per interface. */
+	if ((ip6.daddr.in6_u.u6_addr8[0] == 0xfe && (ip6.daddr.in6_u.u6_addr8[1] & 0xc0) == 0x80) ||
+	    ip6.daddr.in6_u.u6_addr8[0] == 0xff)
+		f->key.iif = skb->ifindex;
+	return 1;
+}
+
+/*
+ * 1: a fragment the kernel will give to reassembly, parsed into f. 0: not a
+ * fragment. -1: a fragment the kernel drops before reassembly (bad header,
+ * checksum, length); it gets it untouched. Non-fragments leave through the
+ * first branch with two reads of the linear header.
+ */
+static __always_inline int parse(struct __sk_buff *skb, struct frag *f)
+{
+	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
+	__u32 nh = 14;
+	__u16 proto;
+	__u8 vlan[4];
+
+	if (data + 14 + sizeof(struct iphdr) <= data_end) {
+		struct ethhdr *eth = data;
+		struct iphdr *ip = data + 14;
+
+		/* The common case, decided on the linear header alone. */
+		if (eth->h_proto == bpf_htons(ETH_P_IP) &&
+		    !(ip->frag_off & bpf_htons(IP_MF | IP_OFFSET)))
+			return 0;
+		if (eth->h_proto == bpf_htons(ETH_P_IPV6) &&
+		    data + 14 + sizeof(struct ipv6hdr) <= data_end) {
+			__u8 n = ((struct ipv6hdr *)(data + 14))->nexthdr;
+
+			if (n != NEXTHDR_FRAGMENT && n != NEXTHDR_HOP && n != NEXTHDR_ROUTING &&
+			    n != NEXTHDR_DEST && n != NEXTHDR_AUTH)
+				return 0;
+		}
+	}
+	if (bpf_skb_load_bytes(skb, 12, &proto, 2))
+		return 0;
+	/* Tags left in the frame (no VLAN offload): up to two (QinQ). */
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))
+			break;
+		if (bpf_skb_load_bytes(skb, nh, vlan, 4))
+			return 0;
+		proto = *(__u16 *)&vlan[2];
+		nh += 4;
+	}
+	__builtin_memset(f, 0, sizeof(*f));
+	if (proto == bpf_htons(ETH_P_IPV6)) {
+		if (skb->pkt_type == PACKET_OTHERHOST)
+			return 0;
+		return parse6(skb, nh, f);
+	}
+	if (proto == bpf_htons(ETH_P_IP)) {
+		__u8 hdr[60];
+		struct iphdr *ip = (void *)hdr;
+		__u16 fo, tot;
+		__u32 hl, sum;
+
+		if (bpf_skb_load_bytes(skb, nh, hdr, 20) || ip->version != 4)
+			return 0;
+		fo = bpf_ntohs(ip->frag_off);
+		if (!(fo & (IP_MF | IP_OFFSET)))
+			return 0;
+		if (skb->pkt_type == PACKET_OTHERHOST)
+			return 0;	/* ip_rcv_core drops it first */
+		hl = ip->ihl * 4;
+		tot = bpf_ntohs(ip->tot_len);
+		/* ip_rcv_core: header length, total length, checksum. */
+		if (hl < 20 || tot < hl || nh + tot > skb->len)
+			return -1;
+		if (hl > 20 && bpf_skb_load_bytes(skb, nh, hdr, hl & 60))
+			return -1;
+		sum = bpf_csum_diff(NULL, 0, (void *)hdr, hl & 60, 0);
+		sum = (sum & 0xffff) + (sum >> 16);
+		sum = (sum & 0xffff) + (sum >> 16);
+		if (sum != 0xffff)
+			return -1;
+		f->key.family = 2;
+		f->key.id = ip->id;
+		f->key.proto = ip->protocol;
+		f->key.saddr[0] = ip->saddr;
+		f->key.daddr[0] = ip->daddr;
+		f->off = (fo & IP_OFFSET) * 8;
+		f->mf = !!(fo & IP_MF);
+		f->end = f->off + tot - hl;
+		if (f->mf)
+			f->end &= ~7;
+		f->hl = hl;
+		f->ecn = 1 << (ip->tos & 3);
+		return 1;
+	}
+	return 0;
+}
+
+static __always_inline void peer_key(const struct dgram_key *k, const struct cfg *c,
+				     struct sp_fg_peer_key *pk)
+{
+	__u32 bits = k->family == 2 ? c->prefix4 : c->prefix6;
+
+	__builtin_memset(pk, 0, sizeof(*pk));
+	pk->family = k->family;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		__u32 b = bits > 32 ? 32 : bits;
+
+		if (b)
+			pk->addr[i] = k->saddr[i] &
+				      bpf_htonl(b == 32 ? 0xffffffff : ~(0xffffffffu >> b));
+		bits -= b;
+	}
+}
+
+/* The peer entry a datagram was charged to, if it still exists (an unknown
+ * peer may have been evicted, and its key reused by a new entry: the epoch
+ * tells them apart, so nothing is ever released into the wrong entry). */
+static __always_inline struct sp_fg_peer *peer_of(const struct dgram *d)
+{
+	struct sp_fg_peer *p = bpf_map_lookup_elem(&fragguard_known, &d->peer);
+
+	if (!p || p->epoch != d->epoch)
+		p = bpf_map_lookup_elem(&fragguard_peers, &d->peer);
+	return p && p->epoch == d->epoch ? p : NULL;
+}
+
+/* Add t to a live datagram's charge and to every sum it is part of. */
+static __always_inline void charge(struct dgram *d, int fam, __s64 t, struct sp_fg_peer *p)
+{
+	struct sp_fg_agg *a = agg();
+	bool done = false;
+	__s64 old;
+
+	/* Only release() competes for it, and only once. */
+	for (int i = 0; i < 4 && !done; i++) {
+		old = d->mem;
+		if (old == DEAD)
+			return;
+		done = __sync_val_compare_and_swap(&d->mem, old, old + t) == old;
+	}
+	if (!done)
+		return;
+	if (a) {
+		__sync_fetch_and_add(&a->mem[fam & 1], t);
+		if (d->unknown)
+			__sync_fetch_and_add(&a->unknown_mem[fam & 1], t);
+	}
+	if (p)
+		__sync_fetch_and_add(&p->mem, t);
+}
+
+static __always_inline void promote(struct sp_fg_peer *p, const struct sp_fg_peer_key *pk,
+				    const struct cfg *c, __u32 bytes, __u64 now)
+{
+	long err;
+
+	if (!p->rep_first_ns)
+		p->rep_first_ns = now;
+	p->rep_bytes += bytes;
+	if (p->rep_bytes < c->known_bytes || now - p->rep_first_ns < c->known_ns)
+		return;
+	/* Known from now on. Its datagrams in progress keep the epoch and so
+	 * release into the known entry. */
+	err = bpf_map_update_elem(&fragguard_known, pk, p, BPF_NOEXIST);
+	if (err == -17 /* EEXIST: promoted by another datagram */) {
+		bpf_map_delete_elem(&fragguard_peers, pk);
+		return;
+	}
+	if (err) {
+		sp_count(&fragguard_ctr, SP_FG_KNOWN_FULL, 1);
+		p->rep_first_ns = now;	/* try again later, not on every datagram */
+		p->rep_bytes = 0;
+		return;
+	}
+	bpf_map_delete_elem(&fragguard_peers, pk);
+	sp_count(&fragguard_ctr, SP_FG_PROMOTED, 1);
+}
+
+/*
+ * End a datagram: exactly once, whoever gets here first (the fragment that
+ * completes or kills it, the kernel's timeout drop, the sweep). The charge
+ * is taken with an exchange, so a fragment adding to it concurrently either
+ * lands before (and is released here) or sees DEAD and adds nothing.
+ */
+static __always_inline void release(struct dgram *d, const struct dgram_key *k, int fam,
+				    enum verdict v, const struct cfg *c, __u64 now)
+{
+	struct sp_fg_agg *a = agg();
+	struct sp_fg_peer *p;
+	__s64 m = __sync_lock_test_and_set(&d->mem, DEAD);
+	__u32 bytes = d->len;
+
+	if (m == DEAD)
+		return;
+	if (d->flags & F_BITS)
+		bpf_map_delete_elem(&fragguard_bits, k);
+	if (a) {
+		__sync_fetch_and_add(&a->mem[fam & 1], -m);
+		if (d->unknown)
+			__sync_fetch_and_add(&a->unknown_mem[fam & 1], -m);
+	}
+	sp_count(&fragguard_ctr, v == V_COMPLETED ? SP_FG_COMPLETED :
+				 v == V_EXPIRED ? SP_FG_EXPIRED : SP_FG_DISCARDED, 1);
+	p = peer_of(d);
+	if (p) {
+		__sync_fetch_and_add(&p->mem, -m);
+		if (v == V_COMPLETED) {
+			__sync_fetch_and_add(&p->completed, 1);
+			if (c && d->unknown)
+				promote(p, &d->peer, c, bytes, now);
+		} else if (v == V_EXPIRED) {
+			__sync_fetch_and_add(&p->expired, 1);
+		} else {
+			__sync_fetch_and_add(&p->discarded, 1);
+		}
+	}
+	bpf_map_delete_elem(&fragguard_dgram, k);
+}
+
+/* ---- runs: inet_frag_queue_insert -------------------------------------- */
+
+enum ins { INS_OK, INS_DUP, INS_OVERLAP, INS_FULL };
+
+static __always_inline __u64 mask_from(__u32 b)	/* bits b..63 */
+{
+	return b >= 64 ? 0 : ~0ULL << b;
+}
+
+struct bitrange {
+	__u64 *map;
+	__u32 a, b;		/* bits [a, b) */
+	bool set;		/* set them, or only look */
+	bool any, all;
+};
+
+/* One 64-bit word of a range (bpf_loop body: verified once, not per word). */
+static int range_word(__u32 i, struct bitrange *r)
+{
+	__u32 w = r->a / 64 + i;
+	__u64 m = ~0ULL, v;
+
+	if (w == r->a / 64)
+		m &= mask_from(r->a % 64);
+	if ((w + 1) * 64 > r->b)
+		m &= ~mask_from(r->b % 64);
+	if (r->set) {
+		r->map[word_idx(w)] |= m;
+		return 0;
+	}
+	v = r->map[word_idx(w)] & m;
+	r->any |= v != 0;
+	r->all &= v == m;
+	return 0;
+}
+
+static __always_inline __u32 range_words(__u32 a, __u32 b)
+{
+	return b > a ? (b - 1) / 64 - a / 64 + 1 : 0;
+}
+
+/* Bits [a, b) of a bitmap: 0 none set, 1 some, 2 all. */
+static __always_inline int range_state(__u64 *map, __u32 a, __u32 b)
+{
+	struct bitrange r = { .map = map, .a = a, .b = b, .all = true };
+
+	bpf_loop(range_words(a, b), range_word, &r, 0);
+	return r.all ? 2 : r.any ? 1 : 0;
+}
+
+static __always_inline void range_set(__u64 *map, __u32 a, __u32 b)
+{
+	struct bitrange r = { .map = map, .a = a, .b = b, .set = true };
+
+	bpf_loop(range_words(a, b), range_word, &r, 0);
+}
+
+static __always_inline void bit_set(__u64 *map, __u32 u)
+{
+	map[word_idx(u / 64)] |= 1ULL << (u % 64);
+}
+
+/*
+ * A fragment [off, end) into runs held as bitmaps of 8-byte units. A global
+ * function: verified once, not at every call site (its loops run up to
+ * WORDS times).
+ */
+__noinline int fg_insert_bits(struct bits *b, struct dgram *d, __u32 off, __u32 end)
+{
+	__u32 a = off / 8, z = (end + 7) / 8;
+	int st;
+
+	if (!b || !d)
+		return INS_FULL;
+	if (z > UNITS)
+		return INS_FULL;
+	if (end > d->tail_end) {
+		if (off < d->tail_end)
+			return INS_OVERLAP;
+		if (off != d->tail_end)
+			bit_set(b->start, a);
+		range_set(b->cov, a, z);
+		d->tail_end = end;
+		return INS_OK;
+	}
+	st = range_state(b->cov, a, z);
+	if (!st) {
+		bit_set(b->start, a);
+		range_set(b->cov, a, z);
+		return INS_OK;
+	}
+	/* Inside one run: covered, and no run starts after its first unit. */
+	if (st == 2 && (z - a < 2 || !range_state(b->start, a + 1, z)))
+		return INS_DUP;
+	return INS_OVERLAP;
+}
+
+/* The same on the inline runs; INS_FULL when a new run does not fit. */
+static __always_inline enum ins insert_inline(struct dgram *d, __u32 off, __u32 end)
+{
+	__u32 t = d->tail & (SP_FG_RUNS - 1), n = d->nruns;
+
+	if (!n) {
+		d->run_s[0] = off;
+		d->run_e[0] = end;
+		d->nruns = 1;
+		d->tail = 0;
+		d->tail_end = end;
+		return INS_OK;
+	}
+	if (end > d->tail_end) {
+		if (off < d->tail_end)
+			return INS_OVERLAP;
+		if (off == d->tail_end) {
+			d->run_e[t] = end;
+		} else {
+			if (n >= SP_FG_RUNS)
+				return INS_FULL;
+			d->run_s[n & (SP_FG_RUNS - 1)] = off;
+			d->run_e[n & (SP_FG_RUNS - 1)] = end;
+			d->tail = n;
+			d->nruns = n + 1;
+		}
+		d->tail_end = end;
+		return INS_OK;
+	}
+#pragma unroll
+	for (int i = 0; i < SP_FG_RUNS; i++) {
+		if (i >= n || end <= d->run_s[i] || off >= d->run_e[i])
+			continue;
+		return off >= d->run_s[i] && end <= d->run_e[i] ? INS_DUP : INS_OVERLAP;
+	}
+	if (n >= SP_FG_RUNS)
+		return INS_FULL;
+	d->run_s[n & (SP_FG_RUNS - 1)] = off;
+	d->run_e[n & (SP_FG_RUNS - 1)] = end;
+	d->nruns = n + 1;
+	return INS_OK;
+}
+
+/* The inline runs, drawn into a fresh bitmap. */
+__noinline int fg_runs_to_bits(struct bits *b, struct dgram *d)
+{
+	if (!b || !d)
+		return 0;
+	for (int i = 0; i < SP_FG_RUNS; i++) {
+		if (i >= d->nruns || d->run_e[i] > UNITS * 8)
+			continue;
+		bit_set(b->start, d->run_s[i] / 8);
+		range_set(b->cov, d->run_s[i] / 8, (d->run_e[i] + 7) / 8);
+	}
+	d->flags |= F_BITS;
+	return 0;
+}
+
+/* Move the inline runs into a bitmap entry; NULL if none can be had. */
+static __always_inline struct bits *to_bits(struct dgram *d, const struct dgram_key *k)
+{
+	__u32 zero = 0;
+	struct bits *z = bpf_map_lookup_elem(&fragguard_zero, &zero), *b;
+
+	if (!z || bpf_map_update_elem(&fragguard_bits, k, z, BPF_NOEXIST))
+		return NULL;
+	b = bpf_map_lookup_elem(&fragguard_bits, k);
+	if (b)
+		fg_runs_to_bits(b, d);
+	return b;
+}
+
+static __always_inline enum ins insert(struct dgram *d, const struct dgram_key *k,
+				       __u32 off, __u32 end)
+{
+	enum ins r;
+	struct bits *b = NULL;
+
+	if (d->flags & F_INEXACT)
+		return INS_OK;
+	if (!(d->flags & F_BITS)) {
+		r = insert_inline(d, off, end);
+		if (r != INS_FULL)
+			return r;
+		/* Run ends past 64 KiB (IPv4 oversize, failing anyway) do
+		 * not fit the bitmap. */
+		if (d->tail_end <= UNITS * 8)
+			b = to_bits(d, k);
+	} else {
+		b = bpf_map_lookup_elem(&fragguard_bits, k);
+	}
+	if (b) {
+		r = fg_insert_bits(b, d, off, end);
+		if (r != INS_FULL)
+			return r;
+	}
+	/* No room for exact runs: count bytes only (the kernel's meat test),
+	 * trusting this fragment not to overlap. */
+	d->flags |= F_INEXACT;
+	sp_count(&fragguard_ctr, SP_FG_INEXACT, 1);
+	if (end > d->tail_end)
+		d->tail_end = end;
+	return INS_OK;
+}
+
+/* ---- the kernel's ip_frag_queue / ip6_frag_queue ----------------------- */
+
+/*
+ * One fragment into a tracked datagram. Returns the verdict when this
+ * fragment ends the datagram (the caller releases it), -1 otherwise.
+ */
+static __always_inline int queue(struct dgram *d, const struct frag *f, __u32 truesize,
+				 int fam, struct sp_fg_peer *p)
+{
+	__u32 end = f->end;
+	enum ins r;
+
+	if (f->prob)
+		return -1;	/* IPv6 parameter problem: dropped, queue kept */
+	if (!f->mf) {
+		if (end < d->len || ((d->flags & F_LAST_IN) && end != d->len))
+			return V_DISCARDED;
+		d->flags |= F_LAST_IN;
+		d->len = end;
+	} else if (end > d->len) {
+		if (d->flags & F_LAST_IN)
+			return V_DISCARDED;
+		d->len = end;
+	}
+	if (end == f->off)
+		return V_DISCARDED;
+	r = insert(d, &f->key, f->off, end);
+	if (r == INS_DUP) {
+		sp_count(&fragguard_ctr, SP_FG_DUPS, 1);
+		return -1;
+	}
+	if (r == INS_OVERLAP)
+		return V_DISCARDED;
+	d->reinit = 0;
+	d->meat += end - f->off;
+	d->ecn |= f->ecn;
+	d->last_off = f->off;
+	d->last_end = end;
+	d->last_ts = truesize;
+	d->last_ecn = f->ecn;
+	d->flags = (d->flags & ~F_LAST_MF) | (f->mf ? F_LAST_MF : 0);
+	if (!f->off) {
+		d->flags |= F_FIRST_IN;
+		d->hl = f->hl;
+	}
+	if ((d->flags & (F_FIRST_IN | F_LAST_IN)) == (F_FIRST_IN | F_LAST_IN) &&
+	    d->meat == d->len) {
+		/* ip_frag_reasm / ip6_frag_reasm: oversize, or not-ECT mixed
+		 * with ECT/CE (ip_frag_ecn_table), fail and kill the queue. */
+		if (d->hl + d->len > 65535 || ((d->ecn & 1) && (d->ecn & ~1)))
+			return V_DISCARDED;
+		return V_COMPLETED;
+	}
+	charge(d, fam, truesize, p);
+	return -1;
+}
+
+/* ---- the policy --------------------------------------------------------- */
 
 /* base * (cap - used) / cap, 0 once used reaches cap (no signed division in BPF). */
 static __always_inline __u64 share_of(__u64 base_ms, __s64 used, __u64 cap)
@@ -371,41 +849,6 @@ static __always_inline __u64 age_limit_ns(__s64 peer_mem, __u64 limit, int fam)
 	return (t1 > t2 ? t1 : t2) * 1000000;
 }
 
-static int expire_one(void *map, struct dgram_key *k, struct dgram *d, void *ctx)
-{
-	__u64 now = *(__u64 *)ctx;
-	int fam = k->family == 2 ? 0 : 1;
-
-	if (now - d->first_ns <= frag_time_ns(fam))
-		return 0;
-	if (!d->refused)
-		sp_count(&fragguard_ctr, SP_FG_EXPIRED, 1);
-	release(d, fam, false, NULL);
-	bpf_map_delete_elem(map, k);
-	return 0;
-}
-
-/* Every 250 ms: release datagrams the kernel's timer has expired by now. */
-static int sweep(void *map, int *key, struct fg_state *st)
-{
-	__u64 now = bpf_ktime_get_ns();
-
-	bpf_for_each_map_elem(&fragguard_dgram, expire_one, &now, 0);
-	bpf_timer_start(&st->timer, 250 * 1000000ULL, 0);
-	return 0;
-}
-
-static __always_inline void arm_sweeper(void)
-{
-	struct fg_state *st = fg_state();
-
-	if (!st || st->armed || __sync_lock_test_and_set(&st->armed, 1))
-		return;
-	bpf_timer_init(&st->timer, &fragguard_state, 1 /* CLOCK_MONOTONIC */);
-	bpf_timer_set_callback(&st->timer, sweep);
-	bpf_timer_start(&st->timer, 250 * 1000000ULL, 0);
-}
-
 static __always_inline int refuse(const struct cfg *c, __u32 why, struct sp_fg_peer *p)
 {
 	sp_count(&fragguard_ctr, why, 1);
@@ -417,103 +860,141 @@ static __always_inline int refuse(const struct cfg *c, __u32 why, struct sp_fg_p
 	return TC_ACT_SHOT;
 }
 
-/* Add one fragment to an admitted datagram of peer p; release it if now complete. */
-static __always_inline void add_fragment(struct dgram *d, const struct frag *f, __u32 truesize,
-					 int fam, struct sp_fg_peer *p)
-{
-	__u64 bit = 1ULL << ((f->off / 8) % 64);
-	struct fg_state *st;
-
-	if (d->seen & bit)
-		return;	/* a duplicate: the kernel drops it, holds nothing more */
-	d->seen |= bit;
-	d->frags++;
-	d->covered += f->len;
-	if (!f->more)
-		d->total = f->off + f->len;
-	if (d->total && d->covered >= d->total) {
-		sp_count(&fragguard_ctr, SP_FG_COMPLETED, 1);
-		release(d, fam, true, p);
-		bpf_map_delete_elem(&fragguard_dgram, &f->key);
-		return;
-	}
-	d->mem += truesize;
-	if (p)
-		__sync_fetch_and_add(&p->mem, truesize);
-	st = fg_state();
-	if (st && d->unknown)
-		__sync_fetch_and_add(&st->unknown_mem[fam], truesize);
-}
-
-/* A fragment that would start a new datagram: admit or refuse. */
+/* A fragment whose queue the kernel does not have: admit or refuse. */
 static __always_inline int new_datagram(const struct frag *f, const struct cfg *c,
 					__u32 truesize, __u32 qsize, int fam, __u64 now)
 {
 	struct sp_fg_peer_key pk;
-	struct sp_fg_peer *p, zero = {};
+	struct sp_fg_peer *p, fresh = {};
 	struct sp_fg_global *g = global(fam);
-	struct fg_state *st = fg_state();
-	struct dgram d = {};
+	struct sp_fg_agg *a = agg();
+	struct dgram d = {}, *dp;
+	bool known = true;
 	__u32 why = 0;
 	__s64 pmem;
-	int act;
+	int v, act;
 
-	peer_key(f, c, &pk);
-	p = peer_find(&pk);
+	peer_key(&f->key, c, &pk);
+	p = bpf_map_lookup_elem(&fragguard_known, &pk);
 	if (!p) {
-		bpf_map_update_elem(&fragguard_peers, &pk, &zero, BPF_NOEXIST);
+		known = false;
+		p = bpf_map_lookup_elem(&fragguard_peers, &pk);
+	}
+	if (!p) {
+		fresh.epoch = bpf_get_prandom_u32() | 1;
+		bpf_map_update_elem(&fragguard_peers, &pk, &fresh, BPF_NOEXIST);
 		p = bpf_map_lookup_elem(&fragguard_peers, &pk);
 		if (!p)
 			return TC_ACT_OK;
 	}
+	p->last_ns = now;
 	pmem = p->mem;
 	if (pmem + truesize + qsize > (__s64)c->peer_limit) {
 		why = SP_FG_REF_PEER;
 	} else if (g && g->high_thresh && g->mem * 100 > g->high_thresh * c->load_pct) {
-		__s32 active = st && st->active_peers > 0 ? st->active_peers : 1;
+		__u32 active = a && a->active_peers ? a->active_peers : 1;
 
-		/* Under load: a fair share each of what is left below high. */
+		/* Under load: a fair share each of what is below high. */
 		if (pmem > 0 && (__u64)pmem > g->high_thresh / active)
 			why = SP_FG_REF_SHARE;
 	}
-	if (!why && !p->completed && st && g && g->high_thresh &&
-	    st->unknown_mem[fam & 1] + truesize + qsize > g->high_thresh * c->unknown_pct / 100)
+	if (!why && !known && a && g && g->high_thresh &&
+	    a->unknown_mem[fam & 1] + truesize + qsize > g->high_thresh * c->unknown_pct / 100)
 		why = SP_FG_REF_UNKNOWN;
-	d.first_ns = now;
-	d.peer = pk;
 	if (why) {
 		act = refuse(c, why, p);
 		if (act != -1) {
-			/* Remember it so its later fragments go too; not for the
-			 * unknown pool, whose refusals a spoofed flood makes by the
-			 * million and which would churn the datagram LRU. */
-			if (why != SP_FG_REF_UNKNOWN) {
-				d.refused = 1;
-				bpf_map_update_elem(&fragguard_dgram, &f->key, &d, BPF_ANY);
-			}
+			bpf_map_update_elem(&fragguard_refused, &f->key, &now, BPF_ANY);
 			return act;
 		}
 	}
-	/* Admitted (or account-only): the queue and this first fragment, in one
-	 * insert. One fragment never completes a datagram (that would be an
-	 * atomic fragment, not tracked, or one not starting at 0). */
-	d.mem = qsize + truesize;
-	d.unknown = !p->completed;
-	d.seen = 1ULL << ((f->off / 8) % 64);
-	d.frags = 1;
-	d.covered = f->len;
-	if (!f->more)
-		d.total = f->off + f->len;
-	if (bpf_map_update_elem(&fragguard_dgram, &f->key, &d, BPF_ANY))
+	/* Admitted (or account-only): the kernel makes the queue. */
+	d.first_ns = now;
+	d.peer = pk;
+	d.epoch = p->epoch;
+	d.unknown = !known;
+	if (bpf_map_update_elem(&fragguard_dgram, &f->key, &d, BPF_NOEXIST)) {
+		sp_count(&fragguard_ctr, SP_FG_UNTRACKED, 1);
 		return TC_ACT_OK;
-	__sync_fetch_and_add(&p->mem, d.mem);
+	}
+	dp = bpf_map_lookup_elem(&fragguard_dgram, &f->key);
+	if (!dp)
+		return TC_ACT_OK;
 	__sync_fetch_and_add(&p->admitted, 1);
-	if (__sync_fetch_and_add(&p->in_progress, 1) == 0 && st)
-		__sync_fetch_and_add(&st->active_peers, 1);
-	if (st && d.unknown)
-		__sync_fetch_and_add(&st->unknown_mem[fam & 1], d.mem);
 	sp_count(&fragguard_ctr, SP_FG_ADMITTED, 1);
+	charge(dp, fam, qsize, p);
+	v = queue(dp, f, truesize, fam, p);
+	if (v >= 0)
+		release(dp, &f->key, fam, v, c, now);
 	return TC_ACT_OK;
+}
+
+static int expire_one(void *map, struct dgram_key *k, struct dgram *d, __u32 *gen)
+{
+	__u64 now = bpf_ktime_get_ns();
+	int fam = k->family == 2 ? 0 : 1;
+	struct sp_fg_agg *a = agg();
+	struct sp_fg_peer *p;
+
+	if (now - d->first_ns > frag_time_ns(fam)) {
+		release(d, k, fam, V_EXPIRED, NULL, now);
+		return 0;
+	}
+	if (a)
+		a->dgrams++;
+	p = peer_of(d);
+	if (!p)
+		return 0;
+	if (p->gen != *gen) {
+		p->gen = *gen;
+		p->in_progress = 0;
+		if (a)
+			a->active_peers++;
+	}
+	p->in_progress++;
+	return 0;
+}
+
+static int forget_idle(void *map, struct sp_fg_peer_key *k, struct sp_fg_peer *p, void *ctx)
+{
+	if (bpf_ktime_get_ns() - p->last_ns > SP_FG_KNOWN_IDLE_S * 1000000000ULL && p->mem <= 0)
+		bpf_map_delete_elem(map, k);
+	return 0;
+}
+
+/*
+ * Every 250 ms: release datagrams whose kernel timer has run out (when the
+ * kernel's drop was not seen), and count from the datagrams themselves the
+ * peers and datagrams in progress: derived, so nothing can drift.
+ */
+static int sweep(void *map, int *key, struct fg_state *st)
+{
+	struct sp_fg_agg *a = agg();
+	__u32 gen;
+
+	if (a) {
+		gen = a->gen + 1;
+		a->active_peers = 0;
+		a->dgrams = 0;
+		bpf_for_each_map_elem(&fragguard_dgram, expire_one, &gen, 0);
+		a->gen = gen;
+	}
+	if (!(++st->sweeps % 16))
+		bpf_for_each_map_elem(&fragguard_known, forget_idle, NULL, 0);
+	bpf_timer_start(&st->timer, 250 * 1000000ULL, 0);
+	return 0;
+}
+
+static __always_inline void arm_sweeper(void)
+{
+	__u32 zero = 0;
+	struct fg_state *st = bpf_map_lookup_elem(&fragguard_state, &zero);
+
+	if (!st || st->armed || __sync_lock_test_and_set(&st->armed, 1))
+		return;
+	bpf_timer_init(&st->timer, &fragguard_state, 1 /* CLOCK_MONOTONIC */);
+	bpf_timer_set_callback(&st->timer, sweep);
+	bpf_timer_start(&st->timer, 250 * 1000000ULL, 0);
 }
 
 SEC("tc")
@@ -526,9 +1007,8 @@ int sp_fragguard(struct __sk_buff *skb)
 	struct cfg c;
 	__u32 truesize, qsize;
 	__u64 now;
-	int r, fam, act;
+	int r, fam, act, v;
 
-	sp_count(&fragguard_ctr, SP_FG_PKTS, 1);
 	r = parse(skb, &f);
 	if (r == 0)
 		return TC_ACT_OK;
@@ -548,32 +1028,108 @@ int sp_fragguard(struct __sk_buff *skb)
 	d = bpf_map_lookup_elem(&fragguard_dgram, &f.key);
 	if (d && now - d->first_ns > frag_time_ns(fam)) {
 		/* The kernel has expired it; this fragment starts a new queue. */
-		if (!d->refused)
-			sp_count(&fragguard_ctr, SP_FG_EXPIRED, 1);
-		release(d, fam, false, NULL);
-		bpf_map_delete_elem(&fragguard_dgram, &f.key);
+		release(d, &f.key, fam, V_EXPIRED, &c, now);
 		d = NULL;
 	}
-	if (!d)
+	if (!d) {
+		__u64 *t = bpf_map_lookup_elem(&fragguard_refused, &f.key);
+
+		/* Later fragments come right after the refused one; past a
+		 * second, the same key is a new datagram (IP ID reuse). */
+		if (t && now - *t < 1000000000ULL) {
+			act = refuse(&c, SP_FG_REF_FOLLOW, NULL);
+			if (act != -1)
+				return act;
+		}
 		return new_datagram(&f, &c, truesize, qsize, fam, now);
-	if (d->refused) {
-		act = refuse(&c, SP_FG_REF_FOLLOW, NULL);
-		return act == -1 ? TC_ACT_OK : act;
 	}
-	p = peer_find(&d->peer);
+	p = peer_of(d);
+	if (p)
+		p->last_ns = now;
 	if (now - d->first_ns > age_limit_ns(p ? p->mem : 0, c.peer_limit, fam)) {
 		act = refuse(&c, SP_FG_REF_AGE, p);
 		if (act != -1)
 			return act;
 	}
-	add_fragment(d, &f, truesize, fam, p);
+	v = queue(d, &f, truesize, fam, p);
+	if (v >= 0)
+		release(d, &f.key, fam, v, &c, now);
 	return TC_ACT_OK;
 }
 
-/* The kernel's own fragment drops, by reason (numbers resolved from BTF at load). */
+/* The key of a queued fragment, from its headers (still in place). */
+static __always_inline int skb_key(struct sk_buff *skb, struct dgram_key *k)
+{
+	unsigned char *head = BPF_CORE_READ(skb, head);
+	__u16 nh = BPF_CORE_READ(skb, network_header), th = BPF_CORE_READ(skb, transport_header);
+	struct iphdr ip;
+	struct ipv6hdr ip6;
+	__u32 id;
+
+	__builtin_memset(k, 0, sizeof(*k));
+	if (bpf_probe_read_kernel(&ip, sizeof(ip), head + nh))
+		return -1;
+	if (ip.version == 4) {
+		k->family = 2;
+		k->id = ip.id;
+		k->proto = ip.protocol;
+		k->saddr[0] = ip.saddr;
+		k->daddr[0] = ip.daddr;
+		return 0;
+	}
+	/* ipv6_frag_rcv found the fragment header at the transport header. */
+	if (bpf_probe_read_kernel(&ip6, sizeof(ip6), head + nh) ||
+	    bpf_probe_read_kernel(&id, 4, head + th + 4))
+		return -1;
+	k->family = 10;
+	k->id = id;
+	__builtin_memcpy(k->saddr, &ip6.saddr, 16);
+	__builtin_memcpy(k->daddr, &ip6.daddr, 16);
+	if ((ip6.daddr.in6_u.u6_addr8[0] == 0xfe && (ip6.daddr.in6_u.u6_addr8[1] & 0xc0) == 0x80) ||
+	    ip6.daddr.in6_u.u6_addr8[0] == 0xff)
+		k->iif = BPF_CORE_READ(skb, skb_iif);
+	return 0;
+}
+
+/*
+ * ip_frag_reinit (ipfrag_max_dist): the kernel dropped every fragment of
+ * the queue and restarts it with the one being queued, which this program
+ * saw last. Runs once per reinit: the first of its drops.
+ */
+static __always_inline void reinit(struct dgram *d, const struct dgram_key *k)
+{
+	__u32 qsize = bpf_core_type_size(struct ipq);
+	__s64 now_mem = qsize + d->last_ts, old = d->mem;
+	struct sp_fg_peer *p;
+
+	if (old == DEAD || d->reinit)
+		return;
+	if (d->flags & F_BITS)
+		bpf_map_delete_elem(&fragguard_bits, k);
+	d->flags = (d->flags & F_LAST_MF) | (d->last_off ? 0 : F_FIRST_IN) |
+		   (d->flags & F_LAST_MF ? 0 : F_LAST_IN);
+	d->len = d->last_end;
+	d->meat = d->last_end - d->last_off;
+	d->run_s[0] = d->last_off;
+	d->run_e[0] = d->last_end;
+	d->tail_end = d->last_end;
+	d->tail = 0;
+	d->ecn = d->last_ecn;
+	d->first_ns = bpf_ktime_get_ns();
+	d->nruns = 1;
+	d->reinit = 1;
+	p = peer_of(d);
+	charge(d, 0, now_mem - old, p);
+	sp_count(&fragguard_ctr, SP_FG_REINIT, 1);
+}
+
+/* The kernel's own fragment drops: counted, and its expiries and reinits
+ * applied to the datagrams they belong to. */
 SEC("tp_btf/kfree_skb")
 int BPF_PROG(sp_fragguard_drops, struct sk_buff *skb, void *location, enum skb_drop_reason reason)
 {
+	struct dgram_key k;
+	struct dgram *d;
 	__u32 iif, idx;
 
 	if (reason == bpf_core_enum_value(enum skb_drop_reason, SKB_DROP_REASON_FRAG_REASM_TIMEOUT))
@@ -586,7 +1142,17 @@ int BPF_PROG(sp_fragguard_drops, struct sk_buff *skb, void *location, enum skb_d
 		return 0;
 	/* Queued fragments have no dev; skb_iif is where they came in. */
 	iif = BPF_CORE_READ(skb, skb_iif);
-	if (bpf_map_lookup_elem(&fragguard_ifs, &iif))
-		sp_count(&fragguard_ctr, idx, 1);
+	if (!bpf_map_lookup_elem(&fragguard_ifs, &iif))
+		return 0;
+	sp_count(&fragguard_ctr, idx, 1);
+	if (idx == SP_FG_K_DUP || skb_key(skb, &k))
+		return 0;
+	d = bpf_map_lookup_elem(&fragguard_dgram, &k);
+	if (!d)
+		return 0;
+	if (idx == SP_FG_K_TIMEOUT)
+		release(d, &k, k.family == 2 ? 0 : 1, V_EXPIRED, NULL, bpf_ktime_get_ns());
+	else
+		reinit(d, &k);
 	return 0;
 }

@@ -88,18 +88,24 @@ struct sp_rehash_conn {
 /* ---- fragguard: per-peer IP fragment memory control --------------------- */
 
 enum sp_fg_ctr {
-	SP_FG_PKTS,		/* packets seen on the attached interfaces */
-	SP_FG_FRAGS,		/* of which IPv4/IPv6 fragments */
-	SP_FG_MALFORMED,	/* fragments with bad headers: passed untouched */
+	SP_FG_FRAGS,		/* IPv4/IPv6 fragments seen on the attached interfaces */
+	SP_FG_MALFORMED,	/* fragments the kernel drops before reassembly: passed untouched */
 	SP_FG_ADMITTED,		/* new datagrams admitted */
 	SP_FG_REF_PEER,		/* new datagrams refused: peer over peer_limit */
 	SP_FG_REF_SHARE,	/* refused: under load, peer over its fair share */
-	SP_FG_REF_UNKNOWN,	/* refused: peers that never completed are over unknown_pct */
+	SP_FG_REF_UNKNOWN,	/* refused: peers not yet known are over unknown_pct */
 	SP_FG_REF_AGE,		/* fragments refused: datagram older than its age limit */
 	SP_FG_REF_FOLLOW,	/* later fragments of a refused datagram */
 	SP_FG_DROPPED,		/* fragments dropped (all refusals, when enforce=1) */
-	SP_FG_COMPLETED,	/* datagrams seen complete */
-	SP_FG_EXPIRED,		/* datagrams aged out (the kernel's timer) */
+	SP_FG_COMPLETED,	/* datagrams reassembled (as the kernel does) */
+	SP_FG_EXPIRED,		/* datagrams the kernel's timer expired */
+	SP_FG_DISCARDED,	/* datagrams the kernel discards: overlap, bad length, oversize, ECN */
+	SP_FG_DUPS,		/* fragments the kernel drops as duplicates (inside a run) */
+	SP_FG_REINIT,		/* datagrams restarted by the kernel (ipfrag_max_dist) */
+	SP_FG_UNTRACKED,	/* new datagrams passed untracked: datagram map full */
+	SP_FG_INEXACT,		/* datagrams tracked by byte count only: run bitmap unavailable */
+	SP_FG_PROMOTED,		/* peers that became known */
+	SP_FG_KNOWN_FULL,	/* peers that qualified but the known map was full */
 	SP_FG_K_TIMEOUT,	/* kernel drops: SKB_DROP_REASON_FRAG_REASM_TIMEOUT */
 	SP_FG_K_DUP,		/* kernel drops: SKB_DROP_REASON_DUP_FRAG */
 	SP_FG_K_TOO_FAR,	/* kernel drops: SKB_DROP_REASON_FRAG_TOO_FAR */
@@ -110,9 +116,11 @@ struct sp_fg_cfg {
 	__u32 prefix4;		/* peers are IPv4 sources masked to this (0..32) */
 	__u32 prefix6;		/* ... and IPv6 sources to this (0..128) */
 	__u32 peer_limit_kb;	/* memory one peer may hold (the seed's low_thresh) */
-	__u32 unknown_pct;	/* share of high_thresh for peers that never completed */
+	__u32 unknown_pct;	/* share of high_thresh for peers not yet known */
 	__u32 load_pct;		/* above this share of high_thresh, fair shares apply */
 	__u32 enforce;		/* 0: account only; 1: drop refused fragments */
+	__u32 known_kb;		/* reassembled bytes a peer must complete to become known */
+	__u32 known_s;		/* ... over at least this many seconds */
 };
 
 /* Written by the loader every 100 ms, index 0 = IPv4, 1 = IPv6. */
@@ -122,9 +130,28 @@ struct sp_fg_global {
 	__u64 time_ns;		/* ipfrag_time */
 };
 
-#define SP_FG_DGRAMS	65536	/* datagrams in progress (LRU) */
-#define SP_FG_PEERS	16384	/* peers that never completed a datagram (LRU) */
-#define SP_FG_KNOWN	4096	/* peers that completed one: a flood cannot evict them */
+/*
+ * Aggregates, one entry. mem and unknown_mem are sums over tracked
+ * datagrams, each added and released exactly once (never lost to an
+ * eviction: the datagram map is not an LRU). active_peers and gen are
+ * recomputed from the datagrams by every sweep, so they cannot drift.
+ */
+struct sp_fg_agg {
+	__s64 mem[2];		/* all tracked datagrams, per family (IPv4, IPv6) */
+	__s64 unknown_mem[2];	/* ... of them charged to the unknown pool */
+	__u32 active_peers;	/* peers with a datagram in progress, at the last sweep */
+	__u32 gen;		/* last finished sweep; a peer's in_progress is valid if equal */
+	__u32 dgrams;		/* datagrams in progress, at the last sweep */
+	__u32 pad;
+};
+
+#define SP_FG_DGRAMS	65536	/* datagrams in progress (hash, allocated on use) */
+#define SP_FG_BITS	4096	/* datagrams with more than SP_FG_RUNS runs: 2 KiB run bitmaps */
+#define SP_FG_RUNS	4	/* runs kept inline per datagram */
+#define SP_FG_PEERS	16384	/* peers not yet known (LRU) */
+#define SP_FG_KNOWN	4096	/* known peers: left only after SP_FG_KNOWN_IDLE_S idle */
+#define SP_FG_REFUSED	16384	/* refused datagrams, so their later fragments go too (LRU) */
+#define SP_FG_KNOWN_IDLE_S 600
 
 struct sp_fg_peer_key {
 	__u32 family;
@@ -133,12 +160,17 @@ struct sp_fg_peer_key {
 
 struct sp_fg_peer {
 	__s64 mem;		/* estimated kernel memory held (truesize + queue) */
-	__u32 in_progress;
+	__u64 last_ns;		/* last fragment (CLOCK_MONOTONIC) */
+	__u64 rep_first_ns;	/* first completed datagram toward becoming known */
+	__u64 rep_bytes;	/* bytes reassembled since */
+	__u32 epoch;		/* random per entry: a datagram releases only into its own */
+	__u32 gen;		/* sweep that computed in_progress */
+	__u32 in_progress;	/* datagrams in progress (derived by the sweep) */
 	__u32 completed;
 	__u32 expired;
+	__u32 discarded;
 	__u32 admitted;
 	__u32 refused;		/* datagrams and fragments refused */
-	__u32 pad;
 };
 
 /* ---- pmtu: per-destination path MTU learning ---------------------------- */

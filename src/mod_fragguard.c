@@ -23,10 +23,13 @@ static const struct sp_tunable tunables[] = {
 	{ "peer_limit_kb", F(peer_limit_kb), 16, 1 << 20, 1024,
 	  "reassembly memory one peer may hold, KiB" },
 	{ "unknown_pct", F(unknown_pct), 1, 100, 50,
-	  "share of high_thresh for all peers that never completed a datagram" },
+	  "share of high_thresh for all peers not yet known" },
 	{ "load_pct", F(load_pct), 1, 100, 50,
 	  "above this share of high_thresh, each peer is held to a fair share" },
 	{ "enforce", F(enforce), 0, 1, 1, "1: drop refused fragments; 0: count only" },
+	{ "known_kb", F(known_kb), 1, 1 << 20, 64,
+	  "reassembled KiB a peer must complete to become known" },
+	{ "known_s", F(known_s), 0, 3600, 2, "... over at least this many seconds" },
 };
 #undef F
 
@@ -151,12 +154,16 @@ static void tick(struct sp_run *run)
 }
 
 static const char *const names[SP_FG_NR] = {
-	[SP_FG_PKTS] = "packets", [SP_FG_FRAGS] = "fragments",
+	[SP_FG_FRAGS] = "fragments",
 	[SP_FG_MALFORMED] = "malformed", [SP_FG_ADMITTED] = "admitted",
 	[SP_FG_REF_PEER] = "refused_peer_limit", [SP_FG_REF_SHARE] = "refused_fair_share",
 	[SP_FG_REF_UNKNOWN] = "refused_unknown_pool", [SP_FG_REF_AGE] = "refused_age",
 	[SP_FG_REF_FOLLOW] = "refused_followers", [SP_FG_DROPPED] = "dropped",
 	[SP_FG_COMPLETED] = "completed", [SP_FG_EXPIRED] = "expired",
+	[SP_FG_DISCARDED] = "discarded", [SP_FG_DUPS] = "duplicates",
+	[SP_FG_REINIT] = "reinit", [SP_FG_UNTRACKED] = "untracked",
+	[SP_FG_INEXACT] = "inexact", [SP_FG_PROMOTED] = "peers_promoted",
+	[SP_FG_KNOWN_FULL] = "known_map_full",
 	[SP_FG_K_TIMEOUT] = "kernel_drop_timeout", [SP_FG_K_DUP] = "kernel_drop_dup",
 	[SP_FG_K_TOO_FAR] = "kernel_drop_too_far",
 };
@@ -202,7 +209,7 @@ static void collect(const char *pin_dir, const char *map, bool known, struct top
 	close(fd);
 }
 
-static void print_peers(const char *pin_dir, FILE *out, bool json)
+static void print_peers(const char *pin_dir, FILE *out, bool json, __u32 gen)
 {
 	struct top t = {};
 
@@ -210,7 +217,7 @@ static void print_peers(const char *pin_dir, FILE *out, bool json)
 	int known = t.total;
 	collect(pin_dir, "fragguard_peers", false, &t);
 	fprintf(out, json ? ",\"peers_known\":%d,\"peers_tracked\":%d,\"top_peers\":["
-			  : "  peers: %d known (completed a datagram), %d tracked; top by memory:\n",
+			  : "  peers: %d known, %d tracked; top by memory:\n",
 		known, t.total);
 	for (int i = 0; i < t.n; i++) {
 		char a[INET6_ADDRSTRLEN];
@@ -218,10 +225,12 @@ static void print_peers(const char *pin_dir, FILE *out, bool json)
 
 		inet_ntop(t.k[i].family == AF_INET ? AF_INET : AF_INET6, t.k[i].addr, a, sizeof(a));
 		fprintf(out, json ? "%s{\"peer\":\"%s\",\"known\":%s,\"mem\":%lld,\"in_progress\":%u,"
-				    "\"completed\":%u,\"expired\":%u,\"admitted\":%u,\"refused\":%u}"
-				  : "%s    %-20s %-7s mem %-9lld in_progress %-5u completed %-7u expired %-6u admitted %-7u refused %u\n",
+				    "\"completed\":%u,\"expired\":%u,\"discarded\":%u,\"admitted\":%u,"
+				    "\"refused\":%u,\"reputation_bytes\":%llu}"
+				  : "%s    %-20s %-7s mem %-9lld in_progress %-5u completed %-7u expired %-6u discarded %-5u admitted %-7u refused %u\n",
 			json && i ? "," : "", a, t.known[i] ? (json ? "true" : "known") : (json ? "false" : "unknown"),
-			(long long)v->mem, v->in_progress, v->completed, v->expired, v->admitted, v->refused);
+			(long long)v->mem, v->gen == gen ? v->in_progress : 0, v->completed, v->expired,
+			v->discarded, v->admitted, v->refused, json ? (unsigned long long)v->rep_bytes : 0ULL);
 	}
 	if (json)
 		fprintf(out, "]");
@@ -245,11 +254,38 @@ static void print_global(const char *pin_dir, FILE *out, bool json)
 	close(fd);
 }
 
+/* The aggregates: sums over the tracked datagrams, and the last sweep's counts. */
+static __u32 print_agg(const char *pin_dir, FILE *out, bool json)
+{
+	int fd = sp_open_pinned(pin_dir, "fragguard_agg");
+	struct sp_fg_agg a;
+	__u32 zero = 0;
+
+	if (fd < 0)
+		return 0;
+	if (bpf_map_lookup_elem(fd, &zero, &a)) {
+		close(fd);
+		return 0;
+	}
+	close(fd);
+	fprintf(out, json ? ",\"tracked_mem\":{\"ipv4\":%lld,\"ipv6\":%lld},"
+			    "\"unknown_mem\":{\"ipv4\":%lld,\"ipv6\":%lld},"
+			    "\"active_peers\":%u,\"datagrams_in_progress\":%u"
+			  : "  tracked memory ipv4 %lld ipv6 %lld (unknown pool %lld / %lld); "
+			    "%u peers with %u datagrams in progress\n",
+		(long long)a.mem[0], (long long)a.mem[1], (long long)a.unknown_mem[0],
+		(long long)a.unknown_mem[1], a.active_peers, a.dgrams);
+	return a.gen;
+}
+
 static void status(const char *pin_dir, FILE *out, bool json)
 {
+	__u32 gen;
+
 	sp_print_counters(pin_dir, "fragguard_ctr", names, SP_FG_NR, out, json);
 	print_global(pin_dir, out, json);
-	print_peers(pin_dir, out, json);
+	gen = print_agg(pin_dir, out, json);
+	print_peers(pin_dir, out, json, gen);
 }
 
 const struct sp_module sp_mod_fragguard = {

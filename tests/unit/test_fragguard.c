@@ -61,21 +61,26 @@ static void reset(void)
 		bpf_map_delete_elem(bpf_map__fd(skel->maps.fragguard_known), &pk);
 	while (!bpf_map_get_next_key(bpf_map__fd(skel->maps.fragguard_dgram), NULL, dk))
 		bpf_map_delete_elem(bpf_map__fd(skel->maps.fragguard_dgram), dk);
-	/* The pool sums of the datagrams just deleted (the timer field is kept). */
+	while (!bpf_map_get_next_key(bpf_map__fd(skel->maps.fragguard_bits), NULL, dk))
+		bpf_map_delete_elem(bpf_map__fd(skel->maps.fragguard_bits), dk);
+	while (!bpf_map_get_next_key(bpf_map__fd(skel->maps.fragguard_refused), NULL, dk))
+		bpf_map_delete_elem(bpf_map__fd(skel->maps.fragguard_refused), dk);
+	/* The sums of the datagrams just deleted. */
 	{
-		__u8 st[bpf_map__value_size(skel->maps.fragguard_state)];
+		struct sp_fg_agg a = {};
 		__u32 zero = 0;
-		int fd = bpf_map__fd(skel->maps.fragguard_state);
 
-		memset(st, 0, sizeof(st));
-		bpf_map_update_elem(fd, &zero, st, BPF_ANY);
+		bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_agg), &zero, &a, BPF_ANY);
 	}
 	set_global(0, 0, 0, 0);
+	set_global(1, 0, 0, 0);
 }
+
+static __u32 known_kb = 64, known_s = 2;
 
 static void set_cfg(__u32 p4, __u32 p6, __u32 limit_kb, __u32 unknown, __u32 load, __u32 enforce)
 {
-	struct sp_fg_cfg c = { p4, p6, limit_kb, unknown, load, enforce };
+	struct sp_fg_cfg c = { p4, p6, limit_kb, unknown, load, enforce, known_kb, known_s };
 	__u32 zero = 0;
 
 	bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_cfg), &zero, &c, BPF_ANY);
@@ -110,6 +115,31 @@ static __s64 peer_mem(const char *src4)
 	return v.mem;
 }
 
+static bool is_known(const char *src4)
+{
+	struct sp_fg_peer_key k = { .family = AF_INET };
+	struct sp_fg_peer v;
+
+	inet_pton(AF_INET, src4, &k.addr[0]);
+	return !bpf_map_lookup_elem(bpf_map__fd(skel->maps.fragguard_known), &k, &v);
+}
+
+static struct sp_fg_agg get_agg(void)
+{
+	struct sp_fg_agg a = {};
+	__u32 zero = 0;
+
+	bpf_map_lookup_elem(bpf_map__fd(skel->maps.fragguard_agg), &zero, &a);
+	return a;
+}
+
+static bool agg_zero(void)
+{
+	struct sp_fg_agg a = get_agg();
+
+	return !a.mem[0] && !a.mem[1] && !a.unknown_mem[0] && !a.unknown_mem[1];
+}
+
 static __u16 csum(const void *p, int n)
 {
 	const __u16 *w = p;
@@ -129,7 +159,7 @@ static int mk4(__u8 *b, const char *src, __u16 id, __u32 off, __u32 len, int mf,
 	__u8 *ip;
 
 	memset(b, 0, 14 + 8 + ihl + len);
-	memcpy(b, "\x02\0\0\0\0\x01\x02\0\0\0\0\x02", 12);
+	memcpy(b, "\0\0\0\0\0\0\x02\0\0\0\0\x02", 12);
 	for (int i = 0; i < nvlan; i++, h += 4)
 		memcpy(b + h, i == 0 && nvlan == 2 ? "\x88\xa8\0\x0a" : "\x81\x00\0\x0b", 4);
 	memcpy(b + h, "\x08\x00", 2);
@@ -147,13 +177,15 @@ static int mk4(__u8 *b, const char *src, __u16 id, __u32 off, __u32 len, int mf,
 }
 
 /* Ethernet + IPv6 + [hop-by-hop + destination options] + fragment header. */
+static __u8 mk6_nexthdr = 17;
+
 static int mk6(__u8 *b, __u32 id, __u32 off, __u32 len, int mf, int exts)
 {
 	__u8 *ip = b + 14, *p;
 	int ext = exts ? 16 : 0;
 
 	memset(b, 0, 14 + 40 + ext + 8 + len);
-	memcpy(b, "\x02\0\0\0\0\x01\x02\0\0\0\0\x02\x86\xdd", 14);
+	memcpy(b, "\0\0\0\0\0\0\x02\0\0\0\0\x02\x86\xdd", 14);
 	ip[0] = 0x60;
 	*(__u16 *)(ip + 4) = htons(ext + 8 + len);
 	ip[6] = exts ? 0 : 44;
@@ -166,7 +198,7 @@ static int mk6(__u8 *b, __u32 id, __u32 off, __u32 len, int mf, int exts)
 		p[8] = 44; p[9] = 0; p[10] = 1; p[11] = 4;	/* dest opts, PadN */
 		p += 16;
 	}
-	p[0] = 17;
+	p[0] = mk6_nexthdr;
 	*(__u16 *)(p + 2) = htons(off | (mf ? 1 : 0));
 	*(__u32 *)(p + 4) = htonl(id);
 	return 14 + 40 + ext + 8 + len;
@@ -182,7 +214,7 @@ static void test_parsing(void)
 	/* A UDP packet that is not a fragment. */
 	n = mk4(pkt, "10.0.0.1", 1, 0, 100, 0, 0);
 	rc = run(pkt, n);
-	CHECK("nonfragment_passes", rc == TC_ACT_OK && ctr(SP_FG_PKTS) == 1 && ctr(SP_FG_FRAGS) == 0);
+	CHECK("nonfragment_passes", rc == TC_ACT_OK && ctr(SP_FG_FRAGS) == 0);
 
 	reset();
 	n = mk4(pkt, "10.0.0.1", 2, 0, 1480, 1, 0);
@@ -193,16 +225,7 @@ static void test_parsing(void)
 	rc |= run(pkt, n);
 	CHECK("in_order_completes", rc == TC_ACT_OK && ctr(SP_FG_FRAGS) == 3 &&
 	      ctr(SP_FG_ADMITTED) == 1 && ctr(SP_FG_COMPLETED) == 1 && peer_mem("10.0.0.1") == 0);
-	{
-		struct sp_fg_peer_key k = { .family = AF_INET };
-		struct sp_fg_peer v;
-
-		inet_pton(AF_INET, "10.0.0.1", &k.addr[0]);
-		CHECK("completion_makes_peer_known",
-		      !bpf_map_lookup_elem(bpf_map__fd(skel->maps.fragguard_known), &k, &v) &&
-		      v.completed == 1 &&
-		      bpf_map_lookup_elem(bpf_map__fd(skel->maps.fragguard_peers), &k, &v));
-	}
+	CHECK("one_completion_does_not_make_known", !is_known("10.0.0.1"));
 
 	reset();
 	n = mk4(pkt, "10.0.0.1", 3, 2960, 500, 0, 0);	/* last first */
@@ -225,13 +248,14 @@ static void test_parsing(void)
 	run(pkt, n);
 	CHECK("duplicate_then_complete", ctr(SP_FG_COMPLETED) == 1 && peer_mem("10.0.0.1") == 0);
 
-	/* Overlap: the kernel discards the whole queue (RFC 5722); we pass it on. */
+	/* Overlap: the kernel discards the whole queue (RFC 5722), and so do we. */
 	reset();
 	n = mk4(pkt, "10.0.0.1", 5, 0, 1480, 1, 0);
 	rc = run(pkt, n);
 	n = mk4(pkt, "10.0.0.1", 5, 1000, 1480, 1, 0);
 	rc |= run(pkt, n);
-	CHECK("overlap_passes", rc == TC_ACT_OK && ctr(SP_FG_FRAGS) == 2 && ctr(SP_FG_MALFORMED) == 0);
+	CHECK("overlap_discards", rc == TC_ACT_OK && ctr(SP_FG_DISCARDED) == 1 &&
+	      ctr(SP_FG_COMPLETED) == 0 && peer_mem("10.0.0.1") == 0 && agg_zero());
 
 	reset();
 	n = mk6(pkt, 77, 0, 1232, 1, 1);
@@ -259,23 +283,37 @@ static void test_parsing(void)
 	CHECK("vlan_and_qinq_fragments_parsed", rc == TC_ACT_OK && ctr(SP_FG_FRAGS) == 2 &&
 	      ctr(SP_FG_ADMITTED) == 2 && ctr(SP_FG_MALFORMED) == 0);
 
-	/* Malformed fragments go to the kernel untouched. */
+	/* What ip_rcv_core / ipv6_frag_rcv drop goes to the kernel untouched. */
 	reset();
 	n = mk4(pkt, "10.0.0.1", 8, 0, 100, 1, 0);
 	pkt[14] = 0x44;	/* IHL 4 */
 	rc = run(pkt, n);
-	n = mk4(pkt, "10.0.0.1", 9, 65528, 100, 0, 0);	/* offset + len > 65535 */
-	rc |= run(pkt, n);
-	n = mk4(pkt, "10.0.0.1", 10, 1480, 0, 1, 0);	/* zero-length */
-	rc |= run(pkt, n);
 	n = mk4(pkt, "10.0.0.1", 11, 0, 1480, 1, 0);
 	rc |= run(pkt, n - 200);			/* truncated */
-	n = mk6(pkt, 80, 8, 0, 1, 0);			/* IPv6 zero-length */
+	n = mk4(pkt, "10.0.0.1", 12, 0, 1480, 1, 0);
+	pkt[14 + 10] ^= 0x55;				/* bad header checksum */
 	rc |= run(pkt, n);
-	CHECK("malformed_pass_untouched", rc == TC_ACT_OK && ctr(SP_FG_MALFORMED) == 5 &&
+	n = mk6(pkt, 81, 0, 4, 1, 0);			/* first fragment without the UDP header */
+	rc |= run(pkt, n);
+	CHECK("malformed_pass_untouched", rc == TC_ACT_OK && ctr(SP_FG_MALFORMED) == 4 &&
 	      ctr(SP_FG_ADMITTED) == 0);
+	/* What the kernel queues and then discards, so do we. */
+	reset();
+	n = mk4(pkt, "10.0.0.1", 9, 65528, 100, 0, 0);	/* offset + len > 65535: queued */
+	rc = run(pkt, n);
+	CHECK("ipv4_past_64k_is_queued", rc == TC_ACT_OK && ctr(SP_FG_ADMITTED) == 1 &&
+	      peer_mem("10.0.0.1") > 0);
+	n = mk4(pkt, "10.0.0.1", 9, 1480, 0, 1, 0);	/* zero-length kills the queue */
+	rc = run(pkt, n);
+	CHECK("zero_length_kills_queue", rc == TC_ACT_OK && ctr(SP_FG_DISCARDED) == 1 &&
+	      peer_mem("10.0.0.1") == 0 && agg_zero());
+	reset();
+	n = mk6(pkt, 80, 8, 0, 1, 0);			/* IPv6 zero-length */
+	rc = run(pkt, n);
+	CHECK("ipv6_zero_length_discarded", rc == TC_ACT_OK && ctr(SP_FG_DISCARDED) == 1 && agg_zero());
 	/* Cut inside the IP header (behind a VLAN tag: test_run itself refuses a
 	 * plain IPv4 frame this short). */
+	reset();
 	n = mk4(pkt, "10.0.0.1", 12, 0, 1480, 1, 1);
 	rc = run(pkt, 14 + 4 + 10);
 	CHECK("short_header_passes", rc == TC_ACT_OK && ctr(SP_FG_ADMITTED) == 0);
@@ -371,8 +409,9 @@ static void test_admission(void)
 	usleep(700 * 1000);
 	CHECK("released_on_expiry", peer_mem("10.0.5.1") == 0 && ctr(SP_FG_EXPIRED) == 1);
 
-	/* Unknown pool: peers that never completed share unknown_pct of high. */
+	/* Unknown pool: peers not yet known share unknown_pct of high. */
 	reset();
+	known_kb = 1, known_s = 0;	/* one completion makes a peer known */
 	set_cfg(32, 64, 1024, 1, 100, 1);	/* 1% of 4 MiB = ~42 KB for all unknowns */
 	set_global(0, 0, 4 << 20, 30ULL * 1000000000);
 	n = mk4(pkt, "10.0.6.1", 1, 0, 1480, 1, 0);	/* a peer that completes first */
@@ -390,7 +429,226 @@ static void test_admission(void)
 	       shot, (unsigned long long)ctr(SP_FG_REF_UNKNOWN), (unsigned long long)ctr(SP_FG_REF_PEER));
 	CHECK("spoofed_sources_capped", shot > 100 && ctr(SP_FG_REF_UNKNOWN) == (__u64)shot);
 	n = mk4(pkt, "10.0.6.1", 2, 0, 1480, 1, 0);
-	CHECK("completing_peer_keeps_access", run(pkt, n) == TC_ACT_OK);
+	CHECK("known_peer_keeps_access", run(pkt, n) == TC_ACT_OK);
+	known_kb = 64, known_s = 2;
+}
+
+/* Fragment one datagram of size bytes into fsz-byte pieces (a multiple of
+ * 8), send them in order or shuffled; returns how many were dropped. */
+static int send_dgram(int v6, const char *src, __u32 id, __u32 size, __u32 fsz, int shuffle)
+{
+	static __u32 order[8192];
+	__u32 nfr = (size + fsz - 1) / fsz;
+	int shot = 0;
+
+	for (__u32 i = 0; i < nfr; i++)
+		order[i] = i;
+	for (__u32 i = nfr - 1; shuffle && i > 0; i--) {
+		__u32 j = rand() % (i + 1), t = order[i];
+
+		order[i] = order[j];
+		order[j] = t;
+	}
+	for (__u32 i = 0; i < nfr; i++) {
+		__u32 off = order[i] * fsz, len = off + fsz > size ? size - off : fsz;
+		int mf = off + len < size, n;
+
+		if (v6) {
+			mk6_nexthdr = shuffle > 1 ? (order[i] % 3 ? 17 : 59) : 17;
+			n = mk6(pkt, id, off, len, mf, 0);
+		} else {
+			n = mk4(pkt, src, id, off, len, mf, 0);
+		}
+		shot += run(pkt, n) == TC_ACT_SHOT;
+	}
+	mk6_nexthdr = 17;
+	return shot;
+}
+
+/* Item 1 of fragguard v2: large datagrams at small MTUs, any order. */
+static void test_large(void)
+{
+	int shot = 0;
+
+	reset();
+	set_cfg(32, 128, 1024, 50, 50, 1);
+	for (int i = 0; i < 20; i++)
+		shot += send_dgram(1, NULL, 1000 + i, 65000, 1232, 1);	/* IPv6 at MTU 1280 */
+	CHECK("ipv6_65000_at_mtu1280_shuffled", !shot && ctr(SP_FG_COMPLETED) == 20 &&
+	      ctr(SP_FG_DISCARDED) == 0 && agg_zero());
+	reset();
+	for (int i = 0; i < 20; i++)
+		shot += send_dgram(0, "10.1.0.1", 1000 + i, 65000, 552, 1);	/* IPv4 at MTU 576 */
+	CHECK("ipv4_65000_at_mtu576_shuffled", !shot && ctr(SP_FG_COMPLETED) == 20 &&
+	      peer_mem("10.1.0.1") == 0 && agg_zero());
+	reset();
+	for (int i = 0; i < 3; i++)
+		shot += send_dgram(0, "10.1.0.2", 2000 + i, 65000, 48, 1);	/* IPv4 at MTU 68 */
+	CHECK("ipv4_65000_at_mtu68_shuffled", !shot && ctr(SP_FG_COMPLETED) == 3 &&
+	      ctr(SP_FG_INEXACT) == 0 && agg_zero());
+	reset();
+	for (int i = 0; i < 20; i++)
+		shot += send_dgram(0, "10.1.0.3", 3000 + i, 65000, 1480, 0);
+	CHECK("ipv4_65000_in_order", !shot && ctr(SP_FG_COMPLETED) == 20 && agg_zero());
+
+	/* Duplicates inside a run are dropped by the kernel, queue kept. */
+	reset();
+	run(pkt, mk4(pkt, "10.1.0.4", 1, 0, 1480, 1, 0));
+	run(pkt, mk4(pkt, "10.1.0.4", 1, 1480, 1480, 1, 0));
+	run(pkt, mk4(pkt, "10.1.0.4", 1, 8, 1000, 1, 0));	/* inside the run [0, 2960) */
+	run(pkt, mk4(pkt, "10.1.0.4", 1, 2960, 100, 0, 0));
+	CHECK("duplicate_inside_run_then_complete", ctr(SP_FG_DUPS) == 1 &&
+	      ctr(SP_FG_COMPLETED) == 1 && agg_zero());
+	/* A fragment across two runs (the second inserted out of order) is an
+	 * overlap to the kernel, even though every byte was there. */
+	reset();
+	run(pkt, mk4(pkt, "10.1.0.5", 2, 2960, 1480, 1, 0));	/* tail first */
+	run(pkt, mk4(pkt, "10.1.0.5", 2, 0, 1480, 1, 0));
+	run(pkt, mk4(pkt, "10.1.0.5", 2, 1480, 1480, 1, 0));	/* its own run */
+	run(pkt, mk4(pkt, "10.1.0.5", 2, 0, 2960, 1, 0));	/* spans two runs */
+	CHECK("span_of_two_runs_discards", ctr(SP_FG_DISCARDED) == 1 && ctr(SP_FG_DUPS) == 0 &&
+	      agg_zero());
+}
+
+/* Item 2: "known" costs known_kb over known_s, and cannot be taken from anyone. */
+static void test_reputation(void)
+{
+	struct sp_fg_peer_key k = { .family = AF_INET };
+	struct sp_fg_peer v = {};
+	int known = 0;
+
+	reset();
+	known_kb = 64, known_s = 2;
+	set_cfg(32, 64, 1024, 50, 50, 1);
+	for (int i = 0; i < 2; i++)
+		send_dgram(0, "10.2.0.1", 10 + i, 16, 8, 0);
+	CHECK("two_tiny_datagrams_do_not_make_known", ctr(SP_FG_COMPLETED) == 2 &&
+	      !is_known("10.2.0.1"));
+	for (int i = 0; i < 20; i++)
+		send_dgram(0, "10.2.0.2", 100 + i, 4000, 1480, 0);	/* 80 KB in no time */
+	CHECK("bytes_without_time_do_not_make_known", !is_known("10.2.0.2"));
+	known_s = 0;
+	set_cfg(32, 64, 1024, 50, 50, 1);
+	send_dgram(0, "10.2.0.2", 200, 4000, 1480, 0);
+	CHECK("bytes_over_time_make_known", is_known("10.2.0.2") && ctr(SP_FG_PROMOTED) == 1);
+
+	/* Fill the known map; a newcomer then cannot push anyone out. */
+	known_kb = 1;
+	set_cfg(32, 64, 1024, 50, 50, 1);
+	for (int i = 0; i < SP_FG_KNOWN + 10; i++) {
+		char src[32];
+
+		snprintf(src, sizeof(src), "10.3.%d.%d", i / 250, i % 250 + 1);
+		send_dgram(0, src, 1, 1024, 512, 0);
+	}
+	inet_pton(AF_INET, "10.2.0.2", &k.addr[0]);
+	for (__u32 i = 0, n = 0; !bpf_map_get_next_key(bpf_map__fd(skel->maps.fragguard_known),
+						       i ? (void *)&v : NULL, &v); i++, n++)
+		known = n + 1;
+	CHECK("known_map_full_keeps_old_peers", is_known("10.2.0.2") &&
+	      ctr(SP_FG_KNOWN_FULL) >= 10 && known == SP_FG_KNOWN);
+	/* Overlapping fragments are no completion, and earn nothing. */
+	reset();
+	run(pkt, mk4(pkt, "10.2.0.9", 7, 0, 1480, 1, 0));
+	run(pkt, mk4(pkt, "10.2.0.9", 7, 1000, 1480, 0, 0));
+	CHECK("overlap_earns_no_reputation", ctr(SP_FG_COMPLETED) == 0 && !is_known("10.2.0.9"));
+	known_kb = 64, known_s = 2;
+	set_cfg(32, 64, 1024, 50, 50, 1);
+}
+
+/* Sum of every peer's memory; -1 if any is negative. */
+static __s64 peers_mem(void)
+{
+	struct sp_fg_peer_key k, *prev;
+	struct sp_fg_peer v;
+	__s64 sum = 0;
+	int fds[2] = { bpf_map__fd(skel->maps.fragguard_peers), bpf_map__fd(skel->maps.fragguard_known) };
+
+	for (int m = 0; m < 2; m++)
+		for (prev = NULL; !bpf_map_get_next_key(fds[m], prev, &k); prev = &k) {
+			if (bpf_map_lookup_elem(fds[m], &k, &v))
+				continue;
+			if (v.mem < 0 || v.in_progress > 1000000)
+				return -1;
+			sum += v.mem;
+		}
+	return sum;
+}
+
+/* Item 3: crafted chaos never drives a sum negative; all of it drains to 0. */
+static void test_accounting(void)
+{
+	bool ok = true;
+	struct sp_fg_agg a;
+
+	reset();
+	srand(7);
+	set_cfg(32, 64, 1 << 20, 100, 100, 0);
+	set_global(0, 0, 1ULL << 40, 30ULL * 1000000000);
+	for (int i = 0; i < 30000; i++) {
+		char src[32];
+		__u32 off = (rand() % 1000) * 8, len = rand() % 3000;
+		int n;
+
+		snprintf(src, sizeof(src), "10.4.0.%d", rand() % 200 + 1);
+		n = mk4(pkt, src, rand() % 40, off, len, rand() % 4 != 0, 0);
+		run(pkt, n);
+		if (i % 2000 == 1999) {
+			a = get_agg();
+			if (a.mem[0] < 0 || a.unknown_mem[0] < 0 || peers_mem() != a.mem[0]) {
+				printf("# chaos at %d: agg %lld unknown %lld peers %lld\n", i,
+				       (long long)a.mem[0], (long long)a.unknown_mem[0],
+				       (long long)peers_mem());
+				ok = false;
+			}
+		}
+	}
+	a = get_agg();
+	printf("# chaos: %llu completed, %llu discarded, %llu dups, held %lld\n",
+	       (unsigned long long)ctr(SP_FG_COMPLETED), (unsigned long long)ctr(SP_FG_DISCARDED),
+	       (unsigned long long)ctr(SP_FG_DUPS), (long long)a.mem[0]);
+	CHECK("chaos_sums_consistent_never_negative", ok && a.mem[0] > 0 &&
+	      ctr(SP_FG_DISCARDED) > 0 && ctr(SP_FG_DUPS) > 0);
+
+	/* Three floods of spoofed first fragments, more sources than the peer
+	 * LRU holds, then everything expires. */
+	for (int f = 0; f < 3; f++)
+		for (int i = 0; i < 20000; i++) {
+			char src[32];
+
+			snprintf(src, sizeof(src), "10.%d.%d.%d", 100 + f, i / 250, i % 250 + 1);
+			run(pkt, mk4(pkt, src, i, 0, 1400, 1, 0));
+		}
+	a = get_agg();
+	CHECK("flood_tracked", a.mem[0] > 0 && ctr(SP_FG_ADMITTED) >= 60000);
+	set_global(0, 0, 1ULL << 40, 50ULL * 1000000);	/* ipfrag_time 50 ms */
+	usleep(900 * 1000);
+	a = get_agg();
+	printf("# after expiry: mem %lld unknown %lld active %u dgrams %u peers %lld\n",
+	       (long long)a.mem[0], (long long)a.unknown_mem[0], a.active_peers, a.dgrams,
+	       (long long)peers_mem());
+	CHECK("all_aggregates_back_to_zero", agg_zero() && a.active_peers == 0 && a.dgrams == 0 &&
+	      peers_mem() == 0);
+	set_cfg(32, 64, 1024, 50, 50, 1);
+}
+
+/* Item 4: the kernel's key; IPv6 ignores the next header. */
+static void test_key(void)
+{
+	reset();
+	send_dgram(1, NULL, 4242, 9000, 1232, 2);	/* next header 17 or 59 per fragment */
+	CHECK("ipv6_key_ignores_next_header", ctr(SP_FG_COMPLETED) == 1 && agg_zero());
+	/* IPv4 keys on the protocol: same id, another protocol, another datagram. */
+	reset();
+	run(pkt, mk4(pkt, "10.5.0.1", 9, 0, 1480, 1, 0));
+	int n = mk4(pkt, "10.5.0.1", 9, 0, 1480, 1, 0);
+
+	pkt[14 + 9] = 6;
+	*(__u16 *)(pkt + 14 + 10) = 0;
+	*(__u16 *)(pkt + 14 + 10) = csum(pkt + 14, 20);
+	run(pkt, n);
+	run(pkt, mk4(pkt, "10.5.0.1", 9, 1480, 100, 0, 0));
+	CHECK("ipv4_key_includes_protocol", ctr(SP_FG_ADMITTED) == 2 && ctr(SP_FG_COMPLETED) == 1);
 }
 
 int main(void)
@@ -406,6 +664,10 @@ int main(void)
 	set_cfg(32, 64, 1024, 50, 50, 1);
 	test_parsing();
 	test_admission();
+	test_large();
+	test_reputation();
+	test_accounting();
+	test_key();
 	fragguard_bpf__destroy(skel);
 	return failures ? 1 : 0;
 }
