@@ -38,7 +38,7 @@ endif
 .SECONDARY: $(BPF_OBJS) $(SKELS)
 
 .PHONY: all deps check test bench run clean
-all: $(OUTPUT)/stackpilot $(OUTPUT)/test_unit $(OUTPUT)/test_fragguard $(OUTPUT)/tcptool $(OUTPUT)/fragflood
+all: $(OUTPUT)/stackpilot $(OUTPUT)/test_unit $(OUTPUT)/test_fragguard $(OUTPUT)/tcptool $(OUTPUT)/fragflood $(OUTPUT)/fragdiff
 
 deps:
 	$(Q)scripts/install-deps.sh
@@ -69,6 +69,10 @@ $(OUTPUT)/test_unit: tests/unit/test_unit.c $(LIB_OBJS) $(HDRS)
 $(OUTPUT)/test_fragguard: tests/unit/test_fragguard.c $(OUTPUT)/fragguard.skel.h include/stackpilot.h
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $< $(LIBBPF_LIBS) -o $@
+
+$(OUTPUT)/fragdiff: tests/tools/fragdiff.c include/stackpilot.h | $(OUTPUT)
+	$(call msg,BINARY,$@)
+	$(Q)$(CC) $(CFLAGS) $< $(LIBBPF_LIBS) -lm -o $@
 
 $(OUTPUT)/%: tests/tools/%.c | $(OUTPUT)
 	$(call msg,BINARY,$@)

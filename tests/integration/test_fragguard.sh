@@ -74,8 +74,10 @@ t_fragguard_keeps_existing_clsact() {
 t_fragguard_spoofed_flood() {
 	frag_topo 2; udp_servers 2
 	sp_start --modules fragguard --iface rp1 --iface rp2
-	# The victim completes datagrams first (it becomes a known peer).
-	udp_delivered 2 1 5M >/dev/null
+	# The victim streams first: known_kb (64) over known_s (2 s) make it known.
+	udp_delivered 2 3 5M >/dev/null
+	sp_json '.modules.fragguard.top_peers[] | select(.peer == "10.50.2.2") | .known' | grep -qx true ||
+		fail "victim not known after 3 s of streaming" 
 	peer 1 "$FRAGFLOOD" 10.50.1.1 20000 10.60.0.0/16 >/dev/null || fail flood
 	local with=$(udp_delivered 2 2 20M)
 	echo "victim delivered $with% during a spoofed flood; $(sp_json '.modules.fragguard | {refused_unknown_pool, peers_tracked, admitted}')"
@@ -98,13 +100,31 @@ t_fragguard_ipv6_stream() {
 t_fragguard_bpftool_clamp() {
 	frag_topo 1
 	sp_start --modules fragguard --iface rp1
-	# prefix4, prefix6, peer_limit_kb = 0, unknown_pct, load_pct, enforce = 9
+	# prefix4, prefix6, peer_limit_kb = 0, unknown_pct, load_pct, enforce = 9, known_kb, known_s
 	nsenter -t "$SP_PID" -m -n bpftool map update pinned "$PIN/fragguard_cfg" key 0 0 0 0 value \
-		32 0 0 0  64 0 0 0  0 0 0 0  50 0 0 0  50 0 0 0  9 0 0 0 || fail bpftool
+		32 0 0 0  64 0 0 0  0 0 0 0  50 0 0 0  50 0 0 0  9 0 0 0  64 0 0 0  2 0 0 0 || fail bpftool
 	peer 1 "$FRAGFLOOD" 10.50.1.1 200 >/dev/null || fail flood
 	local mem=$(sp_json '.modules.fragguard.top_peers[0].mem') ref=$(sp_json '.modules.fragguard.refused_peer_limit')
 	echo "peer memory $mem, refused $ref"
 	assert_ge "$ref" 150 "refused with peer_limit_kb=0 (acts as 16)"
 	assert_ge $((16384 - mem)) 0 "peer memory under the clamped limit"
 	assert_ge "$(sp_json '.modules.fragguard.dropped')" "$ref" "enforce=9 acts as 1"
+}
+
+# The kernel is the oracle: generated datagrams (any size, MTUs 68..9000,
+# shuffled, duplicated, overlapping, truncated, ...) through fragguard in
+# count-only mode; each one's verdict must be the kernel's, and the memory
+# estimate within 10% of sockstat throughout.
+t_fragguard_differential() {
+	frag_topo 1
+	ip -n "$NS_R" link set rp1 mtu 9200; ip -n "sp-$ID-p1" link set pr1 mtu 9200
+	ip netns exec "$NS_R" sysctl -qw net.ipv4.ipfrag_time=1 net.ipv6.ip6frag_time=1 \
+		net.ipv4.ipfrag_high_thresh=536870912 net.ipv6.ip6frag_high_thresh=536870912
+	sp_start --modules fragguard --iface rp1
+	sp_ctl set fragguard.enforce=0 fragguard.prefix4=32 fragguard.prefix6=128 >/dev/null || fail set
+	local mac=$(ip -n "$NS_R" -j link show rp1 | jq -r '.[0].address')
+	nsenter -t "$SP_PID" -m "$BUILD/fragdiff" "$PIN" "$NS_R" "sp-$ID-p1" pr1 "$mac" \
+		"${FRAGDIFF_COUNT:-100000}" "${FRAGDIFF_SEED:-$RANDOM}" | tee "$TMP/diff.out" | grep -v "^batch .* 0 disagreements" | tail -12
+	[ "${PIPESTATUS[0]}" = 0 ] || fail "fragguard disagrees with the kernel"
+	grep -q ' 0 disagreements' "$TMP/diff.out" || fail "no summary"
 }
