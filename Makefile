@@ -38,7 +38,7 @@ endif
 .SECONDARY: $(BPF_OBJS) $(SKELS)
 
 .PHONY: all deps check test bench run clean
-all: $(OUTPUT)/stackpilot $(OUTPUT)/test_unit $(OUTPUT)/test_fragguard $(OUTPUT)/tcptool $(OUTPUT)/fragflood $(OUTPUT)/fragdiff
+all: $(OUTPUT)/stackpilot $(OUTPUT)/test_unit $(OUTPUT)/test_fragguard $(OUTPUT)/tcptool $(OUTPUT)/fragflood $(OUTPUT)/fragdiff $(OUTPUT)/fgcost
 
 deps:
 	$(Q)scripts/install-deps.sh
@@ -73,6 +73,10 @@ $(OUTPUT)/test_fragguard: tests/unit/test_fragguard.c $(OUTPUT)/fragguard.skel.h
 $(OUTPUT)/fragdiff: tests/tools/fragdiff.c include/stackpilot.h | $(OUTPUT)
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $< $(LIBBPF_LIBS) -lm -o $@
+
+$(OUTPUT)/fgcost: tests/tools/fgcost.c | $(OUTPUT)
+	$(call msg,BINARY,$@)
+	$(Q)$(CC) $(CFLAGS) $< $(LIBBPF_LIBS) -o $@
 
 $(OUTPUT)/%: tests/tools/%.c | $(OUTPUT)
 	$(call msg,BINARY,$@)

@@ -106,6 +106,13 @@ struct {
 	__type(value, struct sp_fg_agg);
 } fragguard_agg SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sp_fg_mem);
+} fragguard_mem SEC(".maps");
+
 /* The kernel's queue key (struct frag_v4_compare_key / frag_v6_compare_key). */
 struct dgram_key {
 	__u32 id;
@@ -349,6 +356,38 @@ static __always_inline int parse6(struct __sk_buff *skb, __u32 nh, struct frag *
 	return 1;
 }
 
+/* The IPv4 header at ip (hl bytes, already checked), into f. -1 if ip_rcv_core drops it. */
+static __always_inline int fill4(struct __sk_buff *skb, __u32 nh, const struct iphdr *ip,
+				 __u32 hl, struct frag *f)
+{
+	__u16 fo = bpf_ntohs(ip->frag_off), tot = bpf_ntohs(ip->tot_len);
+
+	if (skb->pkt_type == PACKET_OTHERHOST)
+		return 0;	/* ip_rcv_core drops it first */
+	if (tot < hl || nh + tot > skb->len)
+		return -1;
+	f->key.family = 2;
+	f->key.id = ip->id;
+	f->key.proto = ip->protocol;
+	f->key.saddr[0] = ip->saddr;
+	f->key.daddr[0] = ip->daddr;
+	f->off = (fo & IP_OFFSET) * 8;
+	f->mf = !!(fo & IP_MF);
+	f->end = f->off + tot - hl;
+	if (f->mf)
+		f->end &= ~7;
+	f->hl = hl;
+	f->ecn = 1 << (ip->tos & 3);
+	return 1;
+}
+
+static __always_inline bool csum_ok(__u32 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff;
+}
+
 /*
  * 1: a fragment the kernel will give to reassembly, parsed into f. 0: not a
  * fragment. -1: a fragment the kernel drops before reassembly (bad header,
@@ -370,6 +409,17 @@ static __always_inline int parse(struct __sk_buff *skb, struct frag *f)
 		if (eth->h_proto == bpf_htons(ETH_P_IP) &&
 		    !(ip->frag_off & bpf_htons(IP_MF | IP_OFFSET)))
 			return 0;
+		/* An IPv4 fragment whose longest header is linear: read in place. */
+		if (eth->h_proto == bpf_htons(ETH_P_IP) && data + 14 + 60 <= data_end) {
+			__u32 hl = ip->ihl * 4;
+
+			__builtin_memset(f, 0, sizeof(*f));
+			if (ip->version != 4)
+				return 0;
+			if (hl < 20 || !csum_ok(bpf_csum_diff(NULL, 0, (void *)ip, hl & 60, 0)))
+				return -1;
+			return fill4(skb, 14, ip, hl, f);
+		}
 		if (eth->h_proto == bpf_htons(ETH_P_IPV6) &&
 		    data + 14 + sizeof(struct ipv6hdr) <= data_end) {
 			__u8 n = ((struct ipv6hdr *)(data + 14))->nexthdr;
@@ -400,41 +450,18 @@ static __always_inline int parse(struct __sk_buff *skb, struct frag *f)
 	if (proto == bpf_htons(ETH_P_IP)) {
 		__u8 hdr[60];
 		struct iphdr *ip = (void *)hdr;
-		__u16 fo, tot;
-		__u32 hl, sum;
+		__u32 hl;
 
 		if (bpf_skb_load_bytes(skb, nh, hdr, 20) || ip->version != 4)
 			return 0;
-		fo = bpf_ntohs(ip->frag_off);
-		if (!(fo & (IP_MF | IP_OFFSET)))
+		if (!(ip->frag_off & bpf_htons(IP_MF | IP_OFFSET)))
 			return 0;
-		if (skb->pkt_type == PACKET_OTHERHOST)
-			return 0;	/* ip_rcv_core drops it first */
 		hl = ip->ihl * 4;
-		tot = bpf_ntohs(ip->tot_len);
-		/* ip_rcv_core: header length, total length, checksum. */
-		if (hl < 20 || tot < hl || nh + tot > skb->len)
+		/* ip_rcv_core: header length, checksum, total length. */
+		if (hl < 20 || (hl > 20 && bpf_skb_load_bytes(skb, nh, hdr, hl & 60)) ||
+		    !csum_ok(bpf_csum_diff(NULL, 0, (void *)hdr, hl & 60, 0)))
 			return -1;
-		if (hl > 20 && bpf_skb_load_bytes(skb, nh, hdr, hl & 60))
-			return -1;
-		sum = bpf_csum_diff(NULL, 0, (void *)hdr, hl & 60, 0);
-		sum = (sum & 0xffff) + (sum >> 16);
-		sum = (sum & 0xffff) + (sum >> 16);
-		if (sum != 0xffff)
-			return -1;
-		f->key.family = 2;
-		f->key.id = ip->id;
-		f->key.proto = ip->protocol;
-		f->key.saddr[0] = ip->saddr;
-		f->key.daddr[0] = ip->daddr;
-		f->off = (fo & IP_OFFSET) * 8;
-		f->mf = !!(fo & IP_MF);
-		f->end = f->off + tot - hl;
-		if (f->mf)
-			f->end &= ~7;
-		f->hl = hl;
-		f->ecn = 1 << (ip->tos & 3);
-		return 1;
+		return fill4(skb, nh, ip, hl, f);
 	}
 	return 0;
 }
@@ -462,17 +489,31 @@ static __always_inline void peer_key(const struct dgram_key *k, const struct cfg
  * tells them apart, so nothing is ever released into the wrong entry). */
 static __always_inline struct sp_fg_peer *peer_of(const struct dgram *d)
 {
-	struct sp_fg_peer *p = bpf_map_lookup_elem(&fragguard_known, &d->peer);
+	struct sp_fg_peer *p = NULL;
 
-	if (!p || p->epoch != d->epoch)
+	/* Where it was charged first: an unknown peer moves to the known map
+	 * when promoted (keeping its epoch), never back. */
+	if (d->unknown)
 		p = bpf_map_lookup_elem(&fragguard_peers, &d->peer);
+	if (!p || p->epoch != d->epoch)
+		p = bpf_map_lookup_elem(&fragguard_known, &d->peer);
 	return p && p->epoch == d->epoch ? p : NULL;
+}
+
+/* Add t to the per-CPU sum of tracked memory (atomic: a tp_btf program in
+ * process context can be interrupted by tc on the same CPU). */
+static __always_inline void mem_add(int fam, __s64 t)
+{
+	__u32 zero = 0;
+	struct sp_fg_mem *m = bpf_map_lookup_elem(&fragguard_mem, &zero);
+
+	if (m)
+		__sync_fetch_and_add(&m->mem[fam & 1], t);
 }
 
 /* Add t to a live datagram's charge and to every sum it is part of. */
 static __always_inline void charge(struct dgram *d, int fam, __s64 t, struct sp_fg_peer *p)
 {
-	struct sp_fg_agg *a = agg();
 	bool done = false;
 	__s64 old;
 
@@ -485,9 +526,11 @@ static __always_inline void charge(struct dgram *d, int fam, __s64 t, struct sp_
 	}
 	if (!done)
 		return;
-	if (a) {
-		__sync_fetch_and_add(&a->mem[fam & 1], t);
-		if (d->unknown)
+	mem_add(fam, t);
+	if (d->unknown) {
+		struct sp_fg_agg *a = agg();
+
+		if (a)
 			__sync_fetch_and_add(&a->unknown_mem[fam & 1], t);
 	}
 	if (p)
@@ -528,10 +571,9 @@ static __always_inline void promote(struct sp_fg_peer *p, const struct sp_fg_pee
  * lands before (and is released here) or sees DEAD and adds nothing.
  */
 static __always_inline void release(struct dgram *d, const struct dgram_key *k, int fam,
-				    enum verdict v, const struct cfg *c, __u64 now)
+				    enum verdict v, const struct cfg *c, __u64 now,
+				    struct sp_fg_peer *p)
 {
-	struct sp_fg_agg *a = agg();
-	struct sp_fg_peer *p;
 	__s64 m = __sync_lock_test_and_set(&d->mem, DEAD);
 	__u32 bytes = d->len;
 
@@ -539,14 +581,17 @@ static __always_inline void release(struct dgram *d, const struct dgram_key *k, 
 		return;
 	if (d->flags & F_BITS)
 		bpf_map_delete_elem(&fragguard_bits, k);
-	if (a) {
-		__sync_fetch_and_add(&a->mem[fam & 1], -m);
-		if (d->unknown)
+	mem_add(fam, -m);
+	if (d->unknown) {
+		struct sp_fg_agg *a = agg();
+
+		if (a)
 			__sync_fetch_and_add(&a->unknown_mem[fam & 1], -m);
 	}
 	sp_count(&fragguard_ctr, v == V_COMPLETED ? SP_FG_COMPLETED :
 				 v == V_EXPIRED ? SP_FG_EXPIRED : SP_FG_DISCARDED, 1);
-	p = peer_of(d);
+	if (!p)
+		p = peer_of(d);
 	if (p) {
 		__sync_fetch_and_add(&p->mem, -m);
 		if (v == V_COMPLETED) {
@@ -768,10 +813,11 @@ static __always_inline enum ins insert(struct dgram *d, const struct dgram_key *
 
 /*
  * One fragment into a tracked datagram. Returns the verdict when this
- * fragment ends the datagram (the caller releases it), -1 otherwise.
+ * fragment ends the datagram (the caller releases it), -1 otherwise, with
+ * *queued set to what the kernel now holds more (the caller charges it).
  */
 static __always_inline int queue(struct dgram *d, const struct frag *f, __u32 truesize,
-				 int fam, struct sp_fg_peer *p)
+				 __u32 *queued)
 {
 	__u32 end = f->end;
 	enum ins r;
@@ -817,7 +863,7 @@ static __always_inline int queue(struct dgram *d, const struct frag *f, __u32 tr
 			return V_DISCARDED;
 		return V_COMPLETED;
 	}
-	charge(d, fam, truesize, p);
+	*queued = truesize;
 	return -1;
 }
 
@@ -838,15 +884,17 @@ static __always_inline __u64 share_of(__u64 base_ms, __s64 used, __u64 cap)
  * The seed's rule: max(base*(limit - peer)/limit, base*(high - mem)/high),
  * base = ipfrag_time. 0 when both the peer and the namespace are full.
  */
-static __always_inline __u64 age_limit_ns(__s64 peer_mem, __u64 limit, int fam)
+static __always_inline bool too_old(__u64 age, const struct sp_fg_peer *p, __u64 limit,
+				    const struct sp_fg_global *g)
 {
-	struct sp_fg_global *g = global(fam);
-	__u64 base_ms = frag_time_ns(fam) / 1000000, t1, t2 = base_ms;
+	__u64 base_ms = (g && g->time_ns ? g->time_ns : 30000000000ULL) / 1000000, t;
 
-	t1 = share_of(base_ms, peer_mem, limit);
-	if (g && g->high_thresh)
-		t2 = share_of(base_ms, g->mem, g->high_thresh);
-	return (t1 > t2 ? t1 : t2) * 1000000;
+	/* The namespace's term first: it needs no peer, and decides alone
+	 * for any datagram younger than it (nearly all). */
+	t = g && g->high_thresh ? share_of(base_ms, g->mem, g->high_thresh) : base_ms;
+	if (age <= t * 1000000)
+		return false;
+	return age > share_of(base_ms, p ? p->mem : 0, limit) * 1000000;
 }
 
 static __always_inline int refuse(const struct cfg *c, __u32 why, struct sp_fg_peer *p)
@@ -868,11 +916,11 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 	struct sp_fg_peer *p, fresh = {};
 	struct sp_fg_global *g = global(fam);
 	struct sp_fg_agg *a = agg();
-	struct dgram d = {}, *dp;
+	struct dgram d = {};
 	bool known = true;
-	__u32 why = 0;
+	__u32 why = 0, queued = 0;
 	__s64 pmem;
-	int v, act;
+	int act;
 
 	peer_key(&f->key, c, &pk);
 	p = bpf_map_lookup_elem(&fragguard_known, &pk);
@@ -905,27 +953,34 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 		act = refuse(c, why, p);
 		if (act != -1) {
 			bpf_map_update_elem(&fragguard_refused, &f->key, &now, BPF_ANY);
+			if (a)
+				a->last_refusal_ns = now;
 			return act;
 		}
 	}
-	/* Admitted (or account-only): the kernel makes the queue. */
+	/* Admitted (or account-only): the kernel makes the queue. The first
+	 * fragment is queued on a copy, inserted whole: one fragment never
+	 * completes a datagram, but it can kill the queue at once. */
+	__sync_fetch_and_add(&p->admitted, 1);
+	sp_count(&fragguard_ctr, SP_FG_ADMITTED, 1);
 	d.first_ns = now;
 	d.peer = pk;
 	d.epoch = p->epoch;
 	d.unknown = !known;
+	if (queue(&d, f, truesize, &queued) >= 0) {
+		__sync_fetch_and_add(&p->discarded, 1);
+		sp_count(&fragguard_ctr, SP_FG_DISCARDED, 1);
+		return TC_ACT_OK;
+	}
+	d.mem = qsize + queued;
 	if (bpf_map_update_elem(&fragguard_dgram, &f->key, &d, BPF_NOEXIST)) {
 		sp_count(&fragguard_ctr, SP_FG_UNTRACKED, 1);
 		return TC_ACT_OK;
 	}
-	dp = bpf_map_lookup_elem(&fragguard_dgram, &f->key);
-	if (!dp)
-		return TC_ACT_OK;
-	__sync_fetch_and_add(&p->admitted, 1);
-	sp_count(&fragguard_ctr, SP_FG_ADMITTED, 1);
-	charge(dp, fam, qsize, p);
-	v = queue(dp, f, truesize, fam, p);
-	if (v >= 0)
-		release(dp, &f->key, fam, v, c, now);
+	mem_add(fam, d.mem);
+	if (!known && a)
+		__sync_fetch_and_add(&a->unknown_mem[fam & 1], d.mem);
+	__sync_fetch_and_add(&p->mem, d.mem);
 	return TC_ACT_OK;
 }
 
@@ -937,7 +992,7 @@ static int expire_one(void *map, struct dgram_key *k, struct dgram *d, __u32 *ge
 	struct sp_fg_peer *p;
 
 	if (now - d->first_ns > frag_time_ns(fam)) {
-		release(d, k, fam, V_EXPIRED, NULL, now);
+		release(d, k, fam, V_EXPIRED, NULL, now, NULL);
 		return 0;
 	}
 	if (a)
@@ -1000,12 +1055,13 @@ static __always_inline void arm_sweeper(void)
 SEC("tc")
 int sp_fragguard(struct __sk_buff *skb)
 {
+	struct sp_fg_global *g;
 	struct sp_fg_peer *p;
 	struct sk_buff *kskb;
 	struct dgram *d;
 	struct frag f;
 	struct cfg c;
-	__u32 truesize, qsize;
+	__u32 truesize, qsize, queued = 0;
 	__u64 now;
 	int r, fam, act, v;
 
@@ -1017,7 +1073,6 @@ int sp_fragguard(struct __sk_buff *skb)
 		sp_count(&fragguard_ctr, SP_FG_MALFORMED, 1);
 		return TC_ACT_OK;
 	}
-	arm_sweeper();
 	read_cfg(&c);
 	now = bpf_ktime_get_ns();
 	fam = f.key.family == 2 ? 0 : 1;
@@ -1025,14 +1080,17 @@ int sp_fragguard(struct __sk_buff *skb)
 	truesize = kskb->truesize;
 	qsize = fam ? bpf_core_type_size(struct frag_queue) : bpf_core_type_size(struct ipq);
 
+	g = global(fam);
 	d = bpf_map_lookup_elem(&fragguard_dgram, &f.key);
-	if (d && now - d->first_ns > frag_time_ns(fam)) {
+	if (d && now - d->first_ns > (g && g->time_ns ? g->time_ns : 30000000000ULL)) {
 		/* The kernel has expired it; this fragment starts a new queue. */
-		release(d, &f.key, fam, V_EXPIRED, &c, now);
+		release(d, &f.key, fam, V_EXPIRED, &c, now, NULL);
 		d = NULL;
 	}
 	if (!d) {
-		__u64 *t = bpf_map_lookup_elem(&fragguard_refused, &f.key);
+		struct sp_fg_agg *a = agg();
+		__u64 *t = a && now - a->last_refusal_ns < 1000000000ULL ?
+			   bpf_map_lookup_elem(&fragguard_refused, &f.key) : NULL;
 
 		/* Later fragments come right after the refused one; past a
 		 * second, the same key is a new datagram (IP ID reuse). */
@@ -1041,19 +1099,22 @@ int sp_fragguard(struct __sk_buff *skb)
 			if (act != -1)
 				return act;
 		}
+		arm_sweeper();
 		return new_datagram(&f, &c, truesize, qsize, fam, now);
 	}
 	p = peer_of(d);
 	if (p)
 		p->last_ns = now;
-	if (now - d->first_ns > age_limit_ns(p ? p->mem : 0, c.peer_limit, fam)) {
+	if (too_old(now - d->first_ns, p, c.peer_limit, g)) {
 		act = refuse(&c, SP_FG_REF_AGE, p);
 		if (act != -1)
 			return act;
 	}
-	v = queue(d, &f, truesize, fam, p);
+	v = queue(d, &f, truesize, &queued);
 	if (v >= 0)
-		release(d, &f.key, fam, v, &c, now);
+		release(d, &f.key, fam, v, &c, now, p);
+	else if (queued)
+		charge(d, fam, queued, p);
 	return TC_ACT_OK;
 }
 
@@ -1151,7 +1212,7 @@ int BPF_PROG(sp_fragguard_drops, struct sk_buff *skb, void *location, enum skb_d
 	if (!d)
 		return 0;
 	if (idx == SP_FG_K_TIMEOUT)
-		release(d, &k, k.family == 2 ? 0 : 1, V_EXPIRED, NULL, bpf_ktime_get_ns());
+		release(d, &k, k.family == 2 ? 0 : 1, V_EXPIRED, NULL, bpf_ktime_get_ns(), NULL);
 	else
 		reinit(d, &k);
 	return 0;

@@ -131,18 +131,24 @@ struct sp_fg_global {
 };
 
 /*
- * Aggregates, one entry. mem and unknown_mem are sums over tracked
- * datagrams, each added and released exactly once (never lost to an
- * eviction: the datagram map is not an LRU). active_peers and gen are
- * recomputed from the datagrams by every sweep, so they cannot drift.
+ * Sums over tracked datagrams, each added and released exactly once (never
+ * lost to an eviction: the datagram map is not an LRU). fragguard_mem is
+ * per CPU (sum the CPUs' values): every fragment adds to it, and a shared
+ * counter would bounce between CPUs.
  */
-struct sp_fg_agg {
+struct sp_fg_mem {
 	__s64 mem[2];		/* all tracked datagrams, per family (IPv4, IPv6) */
-	__s64 unknown_mem[2];	/* ... of them charged to the unknown pool */
+};
+
+/* One entry. active_peers and gen are recomputed from the datagrams by
+ * every sweep, so they cannot drift. */
+struct sp_fg_agg {
+	__s64 unknown_mem[2];	/* datagrams charged to the unknown pool, per family */
 	__u32 active_peers;	/* peers with a datagram in progress, at the last sweep */
 	__u32 gen;		/* last finished sweep; a peer's in_progress is valid if equal */
 	__u32 dgrams;		/* datagrams in progress, at the last sweep */
 	__u32 pad;
+	__u64 last_refusal_ns;	/* the refused map is looked up only within 1 s of it */
 };
 
 #define SP_FG_DGRAMS	65536	/* datagrams in progress (hash, allocated on use) */

@@ -254,11 +254,30 @@ static void print_global(const char *pin_dir, FILE *out, bool json)
 	close(fd);
 }
 
+/* Tracked memory per family: the sum of the per-CPU sums. */
+static void tracked_mem(const char *pin_dir, long long mem[2])
+{
+	int ncpu = libbpf_num_possible_cpus(), fd = sp_open_pinned(pin_dir, "fragguard_mem");
+	struct sp_fg_mem v[ncpu > 0 ? ncpu : 1];
+	__u32 zero = 0;
+
+	mem[0] = mem[1] = 0;
+	if (fd < 0 || ncpu <= 0 || bpf_map_lookup_elem(fd, &zero, v)) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	close(fd);
+	for (int i = 0; i < ncpu; i++)
+		mem[0] += v[i].mem[0], mem[1] += v[i].mem[1];
+}
+
 /* The aggregates: sums over the tracked datagrams, and the last sweep's counts. */
 static __u32 print_agg(const char *pin_dir, FILE *out, bool json)
 {
 	int fd = sp_open_pinned(pin_dir, "fragguard_agg");
 	struct sp_fg_agg a;
+	long long mem[2];
 	__u32 zero = 0;
 
 	if (fd < 0)
@@ -268,12 +287,13 @@ static __u32 print_agg(const char *pin_dir, FILE *out, bool json)
 		return 0;
 	}
 	close(fd);
+	tracked_mem(pin_dir, mem);
 	fprintf(out, json ? ",\"tracked_mem\":{\"ipv4\":%lld,\"ipv6\":%lld},"
 			    "\"unknown_mem\":{\"ipv4\":%lld,\"ipv6\":%lld},"
 			    "\"active_peers\":%u,\"datagrams_in_progress\":%u"
 			  : "  tracked memory ipv4 %lld ipv6 %lld (unknown pool %lld / %lld); "
 			    "%u peers with %u datagrams in progress\n",
-		(long long)a.mem[0], (long long)a.mem[1], (long long)a.unknown_mem[0],
+		mem[0], mem[1], (long long)a.unknown_mem[0],
 		(long long)a.unknown_mem[1], a.active_peers, a.dgrams);
 	return a.gen;
 }

@@ -6,6 +6,9 @@
 #  (2) hog (incomplete-datagram flood + its own stream) + victim stream, under
 #      stock defaults, high_thresh 100 MiB (the seed's), ipfrag_time 1 s, stackpilot
 #  (3) a flood from random spoofed sources + victim: stock vs stackpilot
+#  (4) 65000-byte datagrams at IPv6 MTU 1280 and IPv4 MTU 576: stock vs stackpilot
+#  (5) spoofers completing tiny datagrams + a first-fragment flood + victim
+#  and the program's own cost per fragment and per non-fragment (bpf_stats)
 source "$ROOT/tests/lib_frag.sh"
 RUNS=${RUNS:-3}
 SECS=${SECS:-4}
@@ -39,6 +42,17 @@ flood() { # flood SRC: from peer 1 for the whole measurement
 	sleep 1	# let it fill what it can
 }
 
+# sp_fragguard's run count and run time now: "CNT NS".
+prog_stats() { sp_json '.programs[] | select(.name == "sp_fragguard") | "\(.run_cnt) \(.run_time_ns)"'; }
+# Average ns per run between two prog_stats outputs.
+ns_per_run() { echo "$1 $2" | awk '{ printf "%.0f", ($3 > $1) ? ($4 - $2) / ($3 - $1) : 0 }'; }
+# Percent of UDP bytes delivered: 65000-byte datagrams from peer 1 over IPv$1.
+large() {
+	local a=10.50.1.1; [ "$1" = 6 ] && a=fd50:1::1
+	peer 1 iperf3 -"$1" -u -l 65000 -b 4M -t "$SECS" -c $a -p 5201 -J 2>/dev/null |
+		jq '.end | 100 * .sum_received.bytes / .sum_sent.bytes'
+}
+
 mean() { awk '{ s += $1; n++ } END { printf "%.1f", n ? s / n : 0 }'; }
 
 : >"$TMP/fg.raw"
@@ -69,6 +83,31 @@ for r in $(seq "$RUNS"); do
 			sp_json '.modules.fragguard.peers_tracked' >"$TMP/peers"
 		}
 	done
+	for cfg in stock stackpilot; do	# (1) below saturation, and the cost per packet
+		fresh "$cfg"
+		[ "$cfg" = stackpilot ] && p0=$(prog_stats)
+		echo "s1low $cfg $(goodput 1 10 50M)" >>"$TMP/fg.raw"
+		[ "$cfg" = stackpilot ] && {
+			p1=$(prog_stats)
+			echo "nsfrag $(ns_per_run "$p0" "$p1")" >>"$TMP/fg.raw"
+			peer 1 iperf3 -c 10.50.1.1 -p 5201 -t 2 >/dev/null 2>&1
+			echo "nsplain $(ns_per_run "$p1" "$(prog_stats)")" >>"$TMP/fg.raw"
+		}
+	done
+	for cfg in stock stackpilot; do	# (4)
+		fresh "$cfg"
+		ip -n "$NS_R" link set rp1 mtu 1280; ip -n "sp-$ID-p1" link set pr1 mtu 1280
+		echo "s4 $cfg v6 $(large 6)" >>"$TMP/fg.raw"
+		ip -n "$NS_R" link set rp1 mtu 576; ip -n "sp-$ID-p1" link set pr1 mtu 576
+		echo "s4 $cfg v4 $(large 4)" >>"$TMP/fg.raw"
+	done
+	for cfg in stock stackpilot; do	# (5)
+		fresh "$cfg"
+		[ "$cfg" = stackpilot ] && SECS=3 goodput 2 >/dev/null	# known: 64 KiB over 2 s
+		peer 1 "$FRAGFLOOD" 10.50.1.1 10000 10.70.0.0/16 0 8 complete >/dev/null || true
+		flood 10.60.0.0/16
+		echo "s5 $cfg victim $(goodput 2)" >>"$TMP/fg.raw"
+	done
 done
 fresh none
 cp "$TMP/fg.raw" "$ROOT/results/fragguard-raw-$ID.txt" 2>/dev/null
@@ -89,5 +128,12 @@ echo "| (1) 10 streams, no hog: Mbit/s (stackpilot / stock) | $s1s | | | $s1p ($
 echo "| (2) victim / its goodput alone | $(ratio "$(v "s2 stock victim")" "$rv") | $(ratio "$(v "s2 high100 victim")" "$rv") | $(ratio "$(v "s2 time1 victim")" "$rv") | $(ratio "$(v "s2 stackpilot victim")" "$rv") |"
 echo "| (2) hog's own stream / alone | $(ratio "$(v "s2 stock hog")" "$rh") | $(ratio "$(v "s2 high100 hog")" "$rh") | $(ratio "$(v "s2 time1 hog")" "$rh") | $(ratio "$(v "s2 stackpilot hog")" "$rh") |"
 echo "| (3) victim during a spoofed /16 flood / alone | $(ratio "$(v "s3 stock victim")" "$rv") | | | $(ratio "$(v "s3 stackpilot victim")" "$rv") |"
+s1ls=$(v "s1low stock"); s1lp=$(v "s1low stackpilot")
+echo "| (1') 10 streams at 50M each (not CPU-bound): Mbit/s (stackpilot / stock) | $s1ls | | | $s1lp ($(ratio "$s1lp" "$s1ls")) |"
+echo "| (4) 65000 B datagrams, IPv6 MTU 1280: % delivered (stackpilot / stock) | $(v "s4 stock v6") | | | $(v "s4 stackpilot v6") ($(ratio "$(v "s4 stackpilot v6")" "$(v "s4 stock v6")")) |"
+echo "| (4) 65000 B datagrams, IPv4 MTU 576: % delivered (stackpilot / stock) | $(v "s4 stock v4") | | | $(v "s4 stackpilot v4") ($(ratio "$(v "s4 stackpilot v4")" "$(v "s4 stock v4")")) |"
+echo "| (5) victim, completing spoofers + flood (IPv4) / alone | $(ratio "$(v "s5 stock victim")" "$rv") | | | $(ratio "$(v "s5 stackpilot victim")" "$rv") |"
+echo
+echo "sp_fragguard cost (bpf_stats run time / runs, includes the stats' own overhead): $(v nsfrag) ns per fragment (case 1'), $(v nsplain) ns per non-fragment (a TCP stream through the same interface)."
 echo
 echo "stackpilot's maps after the spoofed flood: $(cat "$TMP/peers") peers tracked (LRU of 16384), $(cat "$TMP/memlock") bytes of map memory in all (fixed by the map sizes: 65536 datagrams, 16384 unknown + 4096 known peers)."

@@ -35,6 +35,7 @@
 #include <unistd.h>
 #include <sys/socket.h>
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include "stackpilot.h"
 
 #define BATCH	5000
@@ -277,21 +278,24 @@ static int pinned(const char *name)
 
 static void check_mem(void)
 {
-	int fd = pinned("fragguard_agg");
-	struct sp_fg_agg a;
+	int fd = pinned("fragguard_mem"), ncpu = libbpf_num_possible_cpus();
+	struct sp_fg_mem v[ncpu];
 	__u32 zero = 0;
 
-	if (!bpf_map_lookup_elem(fd, &zero, &a)) {
+	if (!bpf_map_lookup_elem(fd, &zero, v)) {
 		for (int v6 = 0; v6 < 2; v6++) {
-			long long k = sockstat(v6);
+			long long k = sockstat(v6), est = 0;
 			double dev;
+
+			for (int c = 0; c < ncpu; c++)
+				est += v[c].mem[v6];
 
 			if (k < 65536)	/* a ratio of small numbers says nothing */
 				continue;
 			mem_samples++;
 			if (k > max_kmem)
 				max_kmem = k;
-			dev = (double)(a.mem[v6] - k) / k;
+			dev = (double)(est - k) / k;
 			if (dev < 0)
 				dev = -dev;
 			if (dev > max_dev)

