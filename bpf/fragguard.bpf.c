@@ -45,7 +45,10 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-#define TC_ACT_OK	0
+/* Every packet let through goes on to the next filter (TC_ACT_UNSPEC, and
+ * TCX_NEXT under tcx): TC_ACT_OK would end the chain and skip the filters
+ * of others behind ours. */
+#define TC_PASS		(-1)
 #define TC_ACT_SHOT	2
 #define ETH_P_IP	0x0800
 #define ETH_P_IPV6	0x86DD
@@ -278,11 +281,63 @@ static __always_inline struct sp_fg_global *global(int fam)
 	return bpf_map_lookup_elem(&fragguard_glob, &k);
 }
 
-static __always_inline __u64 frag_time_ns(int fam)
+static __always_inline __u64 time_of(const struct sp_fg_global *g)
 {
-	struct sp_fg_global *g = global(fam);
-
 	return g && g->time_ns ? g->time_ns : 30ULL * 1000000000;
+}
+
+/*
+ * When the kernel has surely expired a queue: its timer may fire up to one
+ * timer-wheel granule late, and a granule is at most 1/8 of the timeout.
+ * The kernel's own timeout drops (tp_btf) end a datagram on time; this is
+ * for when they were not seen.
+ */
+static __always_inline __u64 expired_after(const struct sp_fg_global *g)
+{
+	__u64 t = time_of(g);
+
+	return t + t / 8;
+}
+
+/* Walking an IPv6 extension header chain, one header per bpf_loop step. */
+struct walk6 {
+	struct __sk_buff *skb;
+	__u32 pos;		/* offset of the header of type next */
+	__u8 next;
+	__u8 stop_at_frag;	/* 1: stop at a fragment header; 0: walk past it too */
+	__u8 end;		/* 0 walking, 1 stopped at a non-extension header, 2 no room */
+};
+
+#define NEXTHDR_NONE	59
+
+static int walk6_step(__u32 i, struct walk6 *w)
+{
+	__u8 ext[2];
+
+	if (w->next == NEXTHDR_FRAGMENT && w->stop_at_frag) {
+		w->end = 1;
+		return 1;
+	}
+	if (w->next != NEXTHDR_HOP && w->next != NEXTHDR_ROUTING && w->next != NEXTHDR_DEST &&
+	    w->next != NEXTHDR_AUTH && w->next != NEXTHDR_FRAGMENT) {
+		w->end = 1;
+		return 1;
+	}
+	if (bpf_skb_load_bytes(w->skb, w->pos, ext, 2)) {
+		w->end = 2;
+		return 1;
+	}
+	w->pos += w->next == NEXTHDR_AUTH ? (ext[1] + 2) * 4 :
+		  w->next == NEXTHDR_FRAGMENT ? 8 : (ext[1] + 1) * 8;
+	w->next = ext[0];
+	return 0;
+}
+
+/* As many headers as fit in the packet: a chain the kernel walks to its end
+ * cannot be cut short here, or fragments behind it would go unseen. */
+static __always_inline void walk6(struct walk6 *w)
+{
+	bpf_loop(w->skb->len / 8 + 1 < 8192 ? w->skb->len / 8 + 1 : 8192, walk6_step, w, 0);
 }
 
 /*
@@ -294,36 +349,25 @@ static __always_inline int parse6(struct __sk_buff *skb, __u32 nh, struct frag *
 {
 	struct ipv6hdr ip6;
 	struct frag_hdr fh;
-	__u8 next, ext[2];
+	struct walk6 w = { .skb = skb, .stop_at_frag = 1 };
 	__u16 fo;
-	__u32 plen, hdrs, pos, need;
-	bool found = false;
+	__u32 plen, hdrs, pos, need, end;
 
 	if (bpf_skb_load_bytes(skb, nh, &ip6, sizeof(ip6)) || ip6.version != 6)
 		return 0;
-	next = ip6.nexthdr;
-	pos = nh + sizeof(ip6);
-#pragma unroll
-	for (int i = 0; i < 6; i++) {
-		if (next == NEXTHDR_FRAGMENT) {
-			found = true;
-			break;
-		}
-		if (next != NEXTHDR_HOP && next != NEXTHDR_ROUTING &&
-		    next != NEXTHDR_DEST && next != NEXTHDR_AUTH)
-			return 0;
-		if (bpf_skb_load_bytes(skb, pos, ext, 2))
-			return 0;
-		pos += next == NEXTHDR_AUTH ? (ext[1] + 2) * 4 : (ext[1] + 1) * 8;
-		next = ext[0];
-	}
-	if (!found)
+	w.next = ip6.nexthdr;
+	w.pos = nh + sizeof(ip6);
+	if (w.next != NEXTHDR_FRAGMENT)
+		walk6(&w);
+	if (w.next != NEXTHDR_FRAGMENT)
 		return 0;
+	pos = w.pos;
 	plen = bpf_ntohs(ip6.payload_len);
+	end = nh + sizeof(ip6) + plen;
 	hdrs = pos + sizeof(fh) - nh - sizeof(ip6);
 	/* ipv6_rcv: a payload beyond the packet; ipv6_frag_rcv: jumbo, or no
 	 * room for the fragment header. */
-	if (!plen || nh + sizeof(ip6) + plen > skb->len || plen < hdrs ||
+	if (!plen || end > skb->len || plen < hdrs ||
 	    bpf_skb_load_bytes(skb, pos, &fh, sizeof(fh)))
 		return -1;
 	fo = bpf_ntohs(fh.frag_off);
@@ -331,13 +375,19 @@ static __always_inline int parse6(struct __sk_buff *skb, __u32 nh, struct frag *
 		return 0;
 	f->off = fo & ~7;
 	f->mf = fo & 1;
-	/* RFC 8200 4.5: a first fragment must hold the upper-layer header
-	 * (ipv6frag_thdr_truncated). */
+	/* RFC 8200 4.5: a first fragment must hold the headers through the
+	 * upper-layer one (ipv6frag_thdr_truncated, which walks past ours). */
 	if (!f->off) {
-		need = fh.nexthdr == NEXTHDR_TCP ? 20 :
-		       fh.nexthdr == NEXTHDR_UDP || fh.nexthdr == NEXTHDR_ICMP ? 8 : 1;
-		if (plen - hdrs < need)
-			return -1;
+		w.pos = pos + sizeof(fh);
+		w.next = fh.nexthdr;
+		w.stop_at_frag = 0;
+		walk6(&w);
+		if (w.end == 1 && w.next != NEXTHDR_NONE) {
+			need = w.next == NEXTHDR_TCP ? 20 :
+			       w.next == NEXTHDR_UDP || w.next == NEXTHDR_ICMP ? 8 : 1;
+			if (w.pos + need > end)
+				return -1;
+		}
 	}
 	f->end = f->off + plen - hdrs;
 	/* ip6_frag_queue: past 65535, or an MF fragment not a multiple of 8:
@@ -487,16 +537,19 @@ static __always_inline void peer_key(const struct dgram_key *k, const struct cfg
 /* The peer entry a datagram was charged to, if it still exists (an unknown
  * peer may have been evicted, and its key reused by a new entry: the epoch
  * tells them apart, so nothing is ever released into the wrong entry). */
-static __always_inline struct sp_fg_peer *peer_of(const struct dgram *d)
+static __always_inline struct sp_fg_peer *peer_of(const struct dgram *d, bool *known)
 {
 	struct sp_fg_peer *p = NULL;
 
 	/* Where it was charged first: an unknown peer moves to the known map
 	 * when promoted (keeping its epoch), never back. */
+	*known = false;
 	if (d->unknown)
 		p = bpf_map_lookup_elem(&fragguard_peers, &d->peer);
-	if (!p || p->epoch != d->epoch)
+	if (!p || p->epoch != d->epoch) {
 		p = bpf_map_lookup_elem(&fragguard_known, &d->peer);
+		*known = true;
+	}
 	return p && p->epoch == d->epoch ? p : NULL;
 }
 
@@ -576,6 +629,7 @@ static __always_inline void release(struct dgram *d, const struct dgram_key *k, 
 {
 	__s64 m = __sync_lock_test_and_set(&d->mem, DEAD);
 	__u32 bytes = d->len;
+	bool known;
 
 	if (m == DEAD)
 		return;
@@ -591,7 +645,7 @@ static __always_inline void release(struct dgram *d, const struct dgram_key *k, 
 	sp_count(&fragguard_ctr, v == V_COMPLETED ? SP_FG_COMPLETED :
 				 v == V_EXPIRED ? SP_FG_EXPIRED : SP_FG_DISCARDED, 1);
 	if (!p)
-		p = peer_of(d);
+		p = peer_of(d, &known);
 	if (p) {
 		__sync_fetch_and_add(&p->mem, -m);
 		if (v == V_COMPLETED) {
@@ -855,7 +909,10 @@ static __always_inline int queue(struct dgram *d, const struct frag *f, __u32 tr
 		d->flags |= F_FIRST_IN;
 		d->hl = f->hl;
 	}
-	if ((d->flags & (F_FIRST_IN | F_LAST_IN)) == (F_FIRST_IN | F_LAST_IN) &&
+	/* Without exact runs, duplicates may have been counted as meat: such a
+	 * datagram is never called complete here, only expired (its charge
+	 * errs high, and it earns no reputation). */
+	if ((d->flags & (F_FIRST_IN | F_LAST_IN | F_INEXACT)) == (F_FIRST_IN | F_LAST_IN) &&
 	    d->meat == d->len) {
 		/* ip_frag_reasm / ip6_frag_reasm: oversize, or not-ECT mixed
 		 * with ECT/CE (ip_frag_ecn_table), fail and kill the queue. */
@@ -903,7 +960,7 @@ static __always_inline int refuse(const struct cfg *c, __u32 why, struct sp_fg_p
 	if (p)
 		__sync_fetch_and_add(&p->refused, 1);
 	if (!c->enforce)
-		return -1;	/* account only: let it through */
+		return TC_PASS;	/* account only */
 	sp_count(&fragguard_ctr, SP_FG_DROPPED, 1);
 	return TC_ACT_SHOT;
 }
@@ -917,7 +974,7 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 	struct sp_fg_global *g = global(fam);
 	struct sp_fg_agg *a = agg();
 	struct dgram d = {};
-	bool known = true;
+	bool known = true, loaded;
 	__u32 why = 0, queued = 0;
 	__s64 pmem;
 	int act;
@@ -933,17 +990,25 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 		bpf_map_update_elem(&fragguard_peers, &pk, &fresh, BPF_NOEXIST);
 		p = bpf_map_lookup_elem(&fragguard_peers, &pk);
 		if (!p)
-			return TC_ACT_OK;
+			return TC_PASS;
 	}
 	p->last_ns = now;
 	pmem = p->mem;
-	if (pmem + truesize + qsize > (__s64)c->peer_limit) {
+	loaded = g && g->high_thresh && g->mem * 100 > g->high_thresh * c->load_pct;
+	/*
+	 * A known peer is held to its limit and to a fair share only under
+	 * load. Its charge may have been run up by anyone spoofing its
+	 * address; while the kernel has room, refusing it would only hurt it.
+	 * The fair share divides what the unknown pool leaves among the known
+	 * peers with datagrams in progress: spoofed unknown sources, however
+	 * many, cannot shrink it.
+	 */
+	if ((!known || loaded) && pmem + truesize + qsize > (__s64)c->peer_limit) {
 		why = SP_FG_REF_PEER;
-	} else if (g && g->high_thresh && g->mem * 100 > g->high_thresh * c->load_pct) {
-		__u32 active = a && a->active_peers ? a->active_peers : 1;
+	} else if (known && loaded) {
+		__u32 active = a && a->known_active ? a->known_active : 1;
 
-		/* Under load: a fair share each of what is below high. */
-		if (pmem > 0 && (__u64)pmem > g->high_thresh / active)
+		if (pmem > 0 && (__u64)pmem > g->high_thresh * (100 - c->unknown_pct) / 100 / active)
 			why = SP_FG_REF_SHARE;
 	}
 	if (!why && !known && a && g && g->high_thresh &&
@@ -951,7 +1016,7 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 		why = SP_FG_REF_UNKNOWN;
 	if (why) {
 		act = refuse(c, why, p);
-		if (act != -1) {
+		if (act == TC_ACT_SHOT) {
 			bpf_map_update_elem(&fragguard_refused, &f->key, &now, BPF_ANY);
 			if (a)
 				a->last_refusal_ns = now;
@@ -970,18 +1035,18 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 	if (queue(&d, f, truesize, &queued) >= 0) {
 		__sync_fetch_and_add(&p->discarded, 1);
 		sp_count(&fragguard_ctr, SP_FG_DISCARDED, 1);
-		return TC_ACT_OK;
+		return TC_PASS;
 	}
 	d.mem = qsize + queued;
 	if (bpf_map_update_elem(&fragguard_dgram, &f->key, &d, BPF_NOEXIST)) {
 		sp_count(&fragguard_ctr, SP_FG_UNTRACKED, 1);
-		return TC_ACT_OK;
+		return TC_PASS;
 	}
 	mem_add(fam, d.mem);
 	if (!known && a)
 		__sync_fetch_and_add(&a->unknown_mem[fam & 1], d.mem);
 	__sync_fetch_and_add(&p->mem, d.mem);
-	return TC_ACT_OK;
+	return TC_PASS;
 }
 
 static int expire_one(void *map, struct dgram_key *k, struct dgram *d, __u32 *gen)
@@ -990,21 +1055,24 @@ static int expire_one(void *map, struct dgram_key *k, struct dgram *d, __u32 *ge
 	int fam = k->family == 2 ? 0 : 1;
 	struct sp_fg_agg *a = agg();
 	struct sp_fg_peer *p;
+	bool known;
 
-	if (now - d->first_ns > frag_time_ns(fam)) {
+	if (now - d->first_ns > expired_after(global(fam))) {
 		release(d, k, fam, V_EXPIRED, NULL, now, NULL);
 		return 0;
 	}
 	if (a)
 		a->dgrams++;
-	p = peer_of(d);
+	p = peer_of(d, &known);
 	if (!p)
 		return 0;
 	if (p->gen != *gen) {
 		p->gen = *gen;
 		p->in_progress = 0;
-		if (a)
+		if (a) {
 			a->active_peers++;
+			a->known_active += known;
+		}
 	}
 	p->in_progress++;
 	return 0;
@@ -1030,6 +1098,7 @@ static int sweep(void *map, int *key, struct fg_state *st)
 	if (a) {
 		gen = a->gen + 1;
 		a->active_peers = 0;
+		a->known_active = 0;
 		a->dgrams = 0;
 		bpf_for_each_map_elem(&fragguard_dgram, expire_one, &gen, 0);
 		a->gen = gen;
@@ -1057,6 +1126,7 @@ int sp_fragguard(struct __sk_buff *skb)
 {
 	struct sp_fg_global *g;
 	struct sp_fg_peer *p;
+	bool known;
 	struct sk_buff *kskb;
 	struct dgram *d;
 	struct frag f;
@@ -1067,11 +1137,11 @@ int sp_fragguard(struct __sk_buff *skb)
 
 	r = parse(skb, &f);
 	if (r == 0)
-		return TC_ACT_OK;
+		return TC_PASS;
 	sp_count(&fragguard_ctr, SP_FG_FRAGS, 1);
 	if (r < 0) {
 		sp_count(&fragguard_ctr, SP_FG_MALFORMED, 1);
-		return TC_ACT_OK;
+		return TC_PASS;
 	}
 	read_cfg(&c);
 	now = bpf_ktime_get_ns();
@@ -1082,7 +1152,7 @@ int sp_fragguard(struct __sk_buff *skb)
 
 	g = global(fam);
 	d = bpf_map_lookup_elem(&fragguard_dgram, &f.key);
-	if (d && now - d->first_ns > (g && g->time_ns ? g->time_ns : 30000000000ULL)) {
+	if (d && now - d->first_ns > expired_after(g)) {
 		/* The kernel has expired it; this fragment starts a new queue. */
 		release(d, &f.key, fam, V_EXPIRED, &c, now, NULL);
 		d = NULL;
@@ -1096,18 +1166,18 @@ int sp_fragguard(struct __sk_buff *skb)
 		 * second, the same key is a new datagram (IP ID reuse). */
 		if (t && now - *t < 1000000000ULL) {
 			act = refuse(&c, SP_FG_REF_FOLLOW, NULL);
-			if (act != -1)
+			if (act == TC_ACT_SHOT)
 				return act;
 		}
 		arm_sweeper();
 		return new_datagram(&f, &c, truesize, qsize, fam, now);
 	}
-	p = peer_of(d);
+	p = peer_of(d, &known);
 	if (p)
 		p->last_ns = now;
 	if (too_old(now - d->first_ns, p, c.peer_limit, g)) {
 		act = refuse(&c, SP_FG_REF_AGE, p);
-		if (act != -1)
+		if (act == TC_ACT_SHOT)
 			return act;
 	}
 	v = queue(d, &f, truesize, &queued);
@@ -1115,7 +1185,7 @@ int sp_fragguard(struct __sk_buff *skb)
 		release(d, &f.key, fam, v, &c, now, p);
 	else if (queued)
 		charge(d, fam, queued, p);
-	return TC_ACT_OK;
+	return TC_PASS;
 }
 
 /* The key of a queued fragment, from its headers (still in place). */
@@ -1162,6 +1232,7 @@ static __always_inline void reinit(struct dgram *d, const struct dgram_key *k)
 	__u32 qsize = bpf_core_type_size(struct ipq);
 	__s64 now_mem = qsize + d->last_ts, old = d->mem;
 	struct sp_fg_peer *p;
+	bool known;
 
 	if (old == DEAD || d->reinit)
 		return;
@@ -1179,7 +1250,7 @@ static __always_inline void reinit(struct dgram *d, const struct dgram_key *k)
 	d->first_ns = bpf_ktime_get_ns();
 	d->nruns = 1;
 	d->reinit = 1;
-	p = peer_of(d);
+	p = peer_of(d, &known);
 	charge(d, 0, now_mem - old, p);
 	sp_count(&fragguard_ctr, SP_FG_REINIT, 1);
 }
@@ -1211,8 +1282,15 @@ int BPF_PROG(sp_fragguard_drops, struct sk_buff *skb, void *location, enum skb_d
 	d = bpf_map_lookup_elem(&fragguard_dgram, &k);
 	if (!d)
 		return 0;
-	if (idx == SP_FG_K_TIMEOUT)
-		release(d, &k, k.family == 2 ? 0 : 1, V_EXPIRED, NULL, bpf_ktime_get_ns(), NULL);
+	/* A queue the kernel expires is at least ipfrag_time old: a younger
+	 * entry of the same key is a later datagram, not this one. */
+	if (idx == SP_FG_K_TIMEOUT) {
+		int fam = k.family == 2 ? 0 : 1;
+		__u64 now = bpf_ktime_get_ns();
+
+		if (now - d->first_ns >= time_of(global(fam)))
+			release(d, &k, fam, V_EXPIRED, NULL, now, NULL);
+	}
 	else
 		reinit(d, &k);
 	return 0;

@@ -147,7 +147,7 @@ struct sp_fg_agg {
 	__u32 active_peers;	/* peers with a datagram in progress, at the last sweep */
 	__u32 gen;		/* last finished sweep; a peer's in_progress is valid if equal */
 	__u32 dgrams;		/* datagrams in progress, at the last sweep */
-	__u32 pad;
+	__u32 known_active;	/* ... of them, known peers: the fair share's divisor */
 	__u64 last_refusal_ns;	/* the refused map is looked up only within 1 s of it */
 };
 

@@ -185,3 +185,22 @@ t_fragguard_floods_drain_to_zero() {
 	local d=$(udp_delivered 2 1 10M)
 	awk "BEGIN { exit !($d > 95) }" || fail "a new peer after the floods: $d% delivered"
 }
+
+# Review finding: returning TC_ACT_OK ended the ingress filter chain, so an
+# operator's own filters behind ours (here: drop everything, at tc's default
+# preference) silently stopped running. Ours passes on to the next filter.
+t_fragguard_filters_behind_still_run() {
+	frag_topo 1
+	# A direct-action filter that drops everything (no gact/matchall here).
+	printf '%s\n' '__attribute__((section("tc"), used)) int drop(void *ctx) { return 2; }' \
+		'char _license[] __attribute__((section("license"), used)) = "GPL";' >"$TMP/drop.c"
+	clang -O2 -target bpf -c "$TMP/drop.c" -o "$TMP/drop.o" || fail "clang"
+	tc -n "$NS_R" qdisc add dev rp1 clsact || fail clsact
+	tc -n "$NS_R" filter add dev rp1 ingress pref 49152 bpf da obj "$TMP/drop.o" sec tc ||
+		fail "drop filter"
+	peer 1 ping -c 1 -W 1 10.50.1.1 >/dev/null && fail "baseline: the drop filter did not drop"
+	sp_start --modules fragguard --iface rp1
+	peer 1 ping -c 2 -W 1 10.50.1.1 >/dev/null && fail "ping passed: the filter behind ours was skipped"
+	peer 1 ping -c 2 -W 1 -s 3000 10.50.1.1 >/dev/null && fail "fragmented ping passed the drop filter"
+	sp_stop || fail exit
+}

@@ -15,8 +15,11 @@
 #include "stackpilot.h"
 #include "fragguard.skel.h"
 
+/* run() says TC_ACT_OK for what the program passes on to the next filter
+ * (TC_ACT_UNSPEC); a real TC_ACT_OK would end the chain, and is 99 here. */
 #define TC_ACT_OK	0
 #define TC_ACT_SHOT	2
+#define ENDS_CHAIN	99
 
 static struct fragguard_bpf *skel;
 static int failures;
@@ -105,7 +108,7 @@ static int run(const void *pkt, __u32 len)
 
 	if (bpf_prog_test_run_opts(bpf_program__fd(skel->progs.sp_fragguard), &o))
 		return -errno;
-	return o.retval;
+	return (int)o.retval == -1 ? TC_ACT_OK : o.retval == 0 ? ENDS_CHAIN : (int)o.retval;
 }
 
 static __s64 peer_mem(const char *src4)
@@ -667,6 +670,118 @@ static void test_key(void)
 	CHECK("ipv4_key_includes_protocol", ctr(SP_FG_ADMITTED) == 2 && ctr(SP_FG_COMPLETED) == 1);
 }
 
+/* IPv6 fragment with nbefore destination-options headers before the
+ * fragment header and nafter after it (then UDP, or nothing). */
+static int mk6chain(__u8 *b, __u32 id, __u32 off, __u32 len, int mf, int nbefore, int nafter)
+{
+	__u8 *ip = b + 14, *p;
+	int ext = 8 * (nbefore + nafter);
+
+	memset(b, 0, 14 + 40 + ext + 8 + len);
+	memcpy(b, "\0\0\0\0\0\0\x02\0\0\0\0\x02\x86\xdd", 14);
+	ip[0] = 0x60;
+	*(__u16 *)(ip + 4) = htons(ext + 8 + len);
+	ip[6] = nbefore ? 60 : 44;
+	ip[7] = 64;
+	inet_pton(AF_INET6, "fd99::2", ip + 8);
+	inet_pton(AF_INET6, "fd99::1", ip + 24);
+	p = ip + 40;
+	for (int i = 0; i < nbefore; i++, p += 8) {
+		p[0] = i + 1 < nbefore ? 60 : 44;
+		p[2] = 1, p[3] = 4;	/* PadN */
+	}
+	p[0] = nafter ? 60 : 17;
+	*(__u16 *)(p + 2) = htons(off | (mf ? 1 : 0));
+	*(__u32 *)(p + 4) = htonl(id);
+	p += 8;
+	for (int i = 0; i < nafter; i++, p += 8) {
+		p[0] = i + 1 < nafter ? 60 : 59;	/* then No Next Header */
+		p[2] = 1, p[3] = 4;
+	}
+	return 14 + 40 + ext + 8 + len;
+}
+
+/* Findings of the v2 review. */
+static void test_review(void)
+{
+	int n;
+
+	/* The program passes on to the next filter, never ends the chain. */
+	reset();
+	n = mk4(pkt, "10.6.0.1", 1, 0, 100, 0, 0);
+	CHECK("nonfragment_goes_to_next_filter", run(pkt, n) == TC_ACT_OK);
+	n = mk4(pkt, "10.6.0.1", 2, 0, 1480, 1, 0);
+	CHECK("fragment_goes_to_next_filter", run(pkt, n) == TC_ACT_OK);
+
+	/* A fragment header behind a long extension chain is still seen. */
+	reset();
+	run(pkt, mk6chain(pkt, 5, 0, 1232, 1, 12, 0));
+	run(pkt, mk6chain(pkt, 5, 1232, 100, 0, 12, 0));
+	CHECK("ipv6_long_extension_chain_seen", ctr(SP_FG_FRAGS) == 2 && ctr(SP_FG_COMPLETED) == 1);
+	/* A first fragment whose headers after ours end in No Next Header is
+	 * queued (not truncated); one cut inside its UDP header is not. */
+	reset();
+	run(pkt, mk6chain(pkt, 6, 0, 0, 1, 0, 1));
+	CHECK("ipv6_first_fragment_headers_after_ours", ctr(SP_FG_MALFORMED) == 0 &&
+	      ctr(SP_FG_ADMITTED) == 1);
+	reset();
+	run(pkt, mk6chain(pkt, 7, 0, 6, 1, 0, 0));
+	CHECK("ipv6_first_fragment_cut_upper_header", ctr(SP_FG_MALFORMED) == 1 &&
+	      ctr(SP_FG_ADMITTED) == 0);
+
+	/* Spoofed first fragments in a known peer's name, while the namespace
+	 * has room: the known peer is not refused. Under load it is. */
+	reset();
+	known_kb = 1, known_s = 0;
+	set_cfg(32, 64, 16, 50, 50, 1);
+	set_global(0, 0, 4 << 20, 30ULL * 1000000000);
+	send_dgram(0, "10.6.0.9", 1, 3000, 1480, 0);	/* known now */
+	for (int i = 0; i < 40; i++)
+		run(pkt, mk4(pkt, "10.6.0.9", 100 + i, 0, 1480, 1, 0));	/* the spoofer */
+	CHECK("known_peer_not_refused_without_load", is_known("10.6.0.9") &&
+	      !send_dgram(0, "10.6.0.9", 500, 3000, 1480, 0) && ctr(SP_FG_REF_PEER) == 0);
+	set_global(0, 3 << 20, 4 << 20, 30ULL * 1000000000);	/* 75% of high */
+	CHECK("known_peer_over_limit_refused_under_load",
+	      send_dgram(0, "10.6.0.9", 600, 3000, 1480, 0) > 0 && ctr(SP_FG_REF_PEER) > 0);
+
+	/* Under load, the fair share divides among known peers: thousands of
+	 * spoofed unknown sources do not shrink it. */
+	reset();
+	set_cfg(32, 64, 1024, 50, 50, 1);
+	set_global(0, 0, 4 << 20, 30ULL * 1000000000);
+	send_dgram(0, "10.6.1.1", 1, 3000, 1480, 0);	/* known */
+	for (int i = 0; i < 2000; i++) {
+		char src[32];
+
+		snprintf(src, sizeof(src), "10.7.%d.%d", i / 250, i % 250 + 1);
+		run(pkt, mk4(pkt, src, 1, 0, 1480, 1, 0));
+	}
+	run(pkt, mk4(pkt, "10.6.1.1", 2, 0, 1480, 1, 0));	/* one in progress */
+	usleep(600 * 1000);	/* a sweep counts the peers */
+	set_global(0, 3 << 20, 4 << 20, 30ULL * 1000000000);
+	printf("# %u peers active, %u datagrams\n", get_agg().active_peers, get_agg().dgrams);
+	CHECK("fair_share_not_diluted_by_unknown_peers", get_agg().active_peers > 500 &&
+	      !send_dgram(0, "10.6.1.1", 3, 3000, 1480, 0));
+	known_kb = 64, known_s = 2;
+	set_cfg(32, 64, 1024, 50, 50, 1);
+
+	/* Bitmap map full: a datagram tracked by byte count only is never
+	 * called complete (duplicates could have made up its meat). */
+	reset();
+	set_cfg(32, 64, 1 << 20, 100, 100, 0);
+	set_global(0, 0, 1ULL << 40, 30ULL * 1000000000);
+	for (int i = 0; i < SP_FG_BITS; i++)	/* five runs each: into the bitmap map */
+		for (int k = 0; k < 5; k++)
+			run(pkt, mk4(pkt, "10.6.2.1", i, k * 2960, 1480, 1, 0));
+	for (int k = 0; k < 6; k++)	/* six runs, then a duplicate, then the gaps */
+		run(pkt, mk4(pkt, "10.6.2.2", 9, k * 2960, 1480, 1, 0));
+	run(pkt, mk4(pkt, "10.6.2.2", 9, 0, 1480, 1, 0));
+	for (int k = 0; k < 6; k++)
+		run(pkt, mk4(pkt, "10.6.2.2", 9, k * 2960 + 1480, 1480, k < 5, 0));
+	CHECK("inexact_never_completes", ctr(SP_FG_INEXACT) == 1 && ctr(SP_FG_COMPLETED) == 0);
+	set_cfg(32, 64, 1024, 50, 50, 1);
+}
+
 int main(void)
 {
 	int err;
@@ -684,6 +799,7 @@ int main(void)
 	test_reputation();
 	test_accounting();
 	test_key();
+	test_review();
 	fragguard_bpf__destroy(skel);
 	return failures ? 1 : 0;
 }
