@@ -137,3 +137,30 @@ echo
 echo "sp_fragguard cost (bpf_stats run time / runs, includes the stats' own overhead): $(v nsfrag) ns per fragment (case 1'), $(v nsplain) ns per non-fragment (a TCP stream through the same interface)."
 echo
 echo "stackpilot's maps after the spoofed flood: $(cat "$TMP/peers") peers tracked (LRU of 16384), $(cat "$TMP/memlock") bytes of map memory in all (fixed by the map sizes: 65536 datagrams, 16384 unknown + 4096 known peers)."
+
+# The program's own cost without a network (BPF_PROG_TEST_RUN), this version
+# beside v1 (fragguard as of commit 3aa5433, built from git history) and an
+# empty tc program.
+V1=3aa5433
+objs=("$ROOT/build/fragguard.bpf.o")
+if git -C "$ROOT" cat-file -e "$V1" 2>/dev/null; then
+	mkdir -p "$TMP/v1/include"
+	git -C "$ROOT" show "$V1:bpf/fragguard.bpf.c" >"$TMP/v1/fragguard.bpf.c"
+	git -C "$ROOT" show "$V1:bpf/common.bpf.h" >"$TMP/v1/common.bpf.h"
+	git -C "$ROOT" show "$V1:include/stackpilot.h" >"$TMP/v1/include/stackpilot.h"
+	clang -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_x86 -I"$TMP/v1" -I"$TMP/v1/include" \
+		-I"$ROOT" -c "$TMP/v1/fragguard.bpf.c" -o "$TMP/v1/fragguard-v1.bpf.o" &&
+		objs=("$TMP/v1/fragguard-v1.bpf.o" "${objs[@]}")
+fi
+echo
+echo "Cost per packet without a network (\`fgcost\`: BPF_PROG_TEST_RUN, 20000 datagrams of 3 fragments from one peer, known after its first; medians of 3):"
+echo
+for i in 1 2 3; do "$SP_BUILD/fgcost" "${objs[@]}" >"$TMP/cost$i"; done
+# Median of the three runs, cell by cell (the position column from run 2).
+head -2 "$TMP/cost1"
+rows=$(($(wc -l <"$TMP/cost1") - 2))
+for r in $(seq 3 $((rows + 2))); do
+	name=$(sed -n "${r}p" "$TMP/cost1" | cut -d'|' -f2)
+	med() { for i in 1 2 3; do sed -n "${r}p" "$TMP/cost$i" | cut -d'|' -f"$1"; done | sort -g | sed -n 2p; }
+	echo "|$name| $(med 3) | $(med 4) |$(sed -n "${r}p" "$TMP/cost2" | cut -d'|' -f5)|"
+done | sed "s|$TMP/v1/||; s|$ROOT/build/||"
