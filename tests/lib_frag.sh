@@ -29,10 +29,12 @@ peer() { local i=$1; shift; ip netns exec "sp-$ID-p$i" "$@"; }
 # Reassembly memory of R now (sockstat FRAG memory).
 frag_mem() { ip netns exec "$NS_R" awk '/^FRAG:/ { print $5 }' /proc/net/sockstat; }
 
-# Fragmented UDP from peer $1 to R for $2 s at $3 (e.g. 50M): percent delivered.
+# Fragmented UDP from peer $1 to R for $2 s at $3 (e.g. 50M), over IPv$4
+# (default 4): percent delivered.
 udp_delivered() {
-	local i=$1 secs=$2 rate=$3 port=$((5200 + $1))
-	peer "$i" iperf3 -u -l 4000 -b "$rate" -t "$secs" -c "10.50.$i.1" -p "$port" -J 2>/dev/null |
+	local i=$1 secs=$2 rate=$3 port=$((5200 + $1)) dst=10.50.$1.1
+	[ "${4:-4}" = 6 ] && dst=fd50:$1::1
+	peer "$i" iperf3 -"${4:-4}" -u -l 4000 -b "$rate" -t "$secs" -c "$dst" -p "$port" -J 2>/dev/null |
 		jq '.end | if .sum_sent.bytes > 0 then 100 * .sum_received.bytes / .sum_sent.bytes else 0 end'
 }
 

@@ -30,14 +30,17 @@ fresh() { # fresh CONFIG: new testbed configured as CONFIG
 	esac
 }
 
-# Goodput (Mbit/s received) of peer $1's fragmented UDP stream, $2 parallel streams at $3.
+# Goodput (Mbit/s received) of peer $1's fragmented UDP stream, $2 parallel
+# streams at $3, over IPv$4 (default 4).
 goodput() {
-	peer "$1" iperf3 -u -l 4000 -b "${3:-$VRATE}" -P "${2:-1}" -t "$SECS" -c "10.50.$1.1" -p $((5200 + $1)) -J 2>/dev/null |
+	local dst=10.50.$1.1
+	[ "${4:-4}" = 6 ] && dst=fd50:$1::1
+	peer "$1" iperf3 -"${4:-4}" -u -l 4000 -b "${3:-$VRATE}" -P "${2:-1}" -t "$SECS" -c "$dst" -p $((5200 + $1)) -J 2>/dev/null |
 		jq '.end.sum_received.bits_per_second / 1e6'
 }
 
-flood() { # flood SRC: from peer 1 for the whole measurement
-	peer 1 "$FRAGFLOOD" 10.50.1.1 $((PPS * (SECS + 2))) "$1" "$PPS" >/dev/null &
+flood() { # flood SRC [DST]: from peer 1 for the whole measurement
+	peer 1 "$FRAGFLOOD" "${2:-10.50.1.1}" $((PPS * (SECS + 2))) "$1" "$PPS" >/dev/null &
 	BG_PIDS+=($!)
 	sleep 1	# let it fill what it can
 }
@@ -64,6 +67,7 @@ for r in $(seq "$RUNS"); do
 	fresh stock	# victim and hog alone: the references for (2) and (3)
 	echo "ref victim $(goodput 2)" >>"$TMP/fg.raw"
 	echo "ref hog $(goodput 1)" >>"$TMP/fg.raw"
+	echo "ref victim6 $(goodput 2 1 "$VRATE" 6)" >>"$TMP/fg.raw"
 	for cfg in stock high100 time1 stackpilot; do	# (2)
 		fresh "$cfg"
 		flood -
@@ -101,12 +105,19 @@ for r in $(seq "$RUNS"); do
 		ip -n "$NS_R" link set rp1 mtu 576; ip -n "sp-$ID-p1" link set pr1 mtu 576
 		echo "s4 $cfg v4 $(large 4)" >>"$TMP/fg.raw"
 	done
-	for cfg in stock stackpilot; do	# (5)
-		fresh "$cfg"
-		[ "$cfg" = stackpilot ] && SECS=3 goodput 2 >/dev/null	# known: 64 KiB over 2 s
-		peer 1 "$FRAGFLOOD" 10.50.1.1 10000 10.70.0.0/16 0 8 complete >/dev/null || true
-		flood 10.60.0.0/16
-		echo "s5 $cfg victim $(goodput 2)" >>"$TMP/fg.raw"
+	for cfg in stock stackpilot; do	# (5), IPv4 and IPv6
+		for fam in 4 6; do
+			fresh "$cfg"
+			[ "$cfg" = stackpilot ] && SECS=3 goodput 2 1 "$VRATE" $fam >/dev/null	# known: 64 KiB over 2 s
+			if [ $fam = 4 ]; then
+				peer 1 "$FRAGFLOOD" 10.50.1.1 10000 10.70.0.0/16 0 8 complete >/dev/null || true
+				flood 10.60.0.0/16
+			else
+				peer 1 "$FRAGFLOOD" fd50:1::1 10000 fd70::/64 0 8 complete >/dev/null || true
+				flood fd60::/64 fd50:1::1
+			fi
+			echo "s5 $cfg victim$fam $(goodput 2 1 "$VRATE" $fam)" >>"$TMP/fg.raw"
+		done
 	done
 done
 fresh none
@@ -132,7 +143,9 @@ s1ls=$(v "s1low stock"); s1lp=$(v "s1low stackpilot")
 echo "| (1') 10 streams at 50M each (not CPU-bound): Mbit/s (stackpilot / stock) | $s1ls | | | $s1lp ($(ratio "$s1lp" "$s1ls")) |"
 echo "| (4) 65000 B datagrams, IPv6 MTU 1280: % delivered (stackpilot / stock) | $(v "s4 stock v6") | | | $(v "s4 stackpilot v6") ($(ratio "$(v "s4 stackpilot v6")" "$(v "s4 stock v6")")) |"
 echo "| (4) 65000 B datagrams, IPv4 MTU 576: % delivered (stackpilot / stock) | $(v "s4 stock v4") | | | $(v "s4 stackpilot v4") ($(ratio "$(v "s4 stackpilot v4")" "$(v "s4 stock v4")")) |"
-echo "| (5) victim, completing spoofers + flood (IPv4) / alone | $(ratio "$(v "s5 stock victim")" "$rv") | | | $(ratio "$(v "s5 stackpilot victim")" "$rv") |"
+rv6=$(v "ref victim6")
+echo "| (5) victim, completing spoofers + flood, IPv4 / alone | $(ratio "$(v "s5 stock victim4")" "$rv") | | | $(ratio "$(v "s5 stackpilot victim4")" "$rv") |"
+echo "| (5) victim, completing spoofers + flood, IPv6 / alone | $(ratio "$(v "s5 stock victim6")" "$rv6") | | | $(ratio "$(v "s5 stackpilot victim6")" "$rv6") |"
 echo
 echo "sp_fragguard cost (bpf_stats run time / runs, includes the stats' own overhead): $(v nsfrag) ns per fragment (case 1'), $(v nsplain) ns per non-fragment (a TCP stream through the same interface)."
 echo

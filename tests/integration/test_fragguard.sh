@@ -154,15 +154,25 @@ t_fragguard_large_datagrams() {
 t_fragguard_completing_spoofers() {
 	frag_topo 2; udp_servers 2
 	sp_start --modules fragguard --iface rp1 --iface rp2
-	udp_delivered 2 3 5M >/dev/null	# the victim becomes known
-	peer 1 "$FRAGFLOOD" 10.50.1.1 10000 10.70.0.0/16 0 8 complete >/dev/null || fail "completing spoofers"
-	assert_eq "$(sp_json '.modules.fragguard.peers_known')" 1 "known peers after the spoofers"
-	peer 1 "$FRAGFLOOD" 10.50.1.1 40000 10.60.0.0/16 20000 >/dev/null &
-	BG_PIDS+=($!)
-	sleep 0.5
-	local with=$(udp_delivered 2 2 50M)
-	echo "victim delivered $with% during completing spoofers + flood"
-	awk "BEGIN { exit !($with >= 80) }" || fail "victim delivered only $with%"
+	local fam dst spoof flood with
+	for fam in 4 6; do
+		if [ $fam = 4 ]; then dst=10.50.1.1 spoof=10.70.0.0/16 flood=10.60.0.0/16
+		else dst=fd50:1::1 spoof=fd70::/64 flood=fd60::/64; fi
+		udp_delivered 2 3 5M $fam >/dev/null	# the victim becomes known
+		peer 1 "$FRAGFLOOD" $dst 10000 $spoof 0 8 complete >/dev/null || fail "completing spoofers"
+		assert_ge "$(sp_json '.modules.fragguard.completed')" $((fam == 4 ? 10000 : 20000)) \
+			"spoofed datagrams completed"
+		# Only the victims are known: 1 after IPv4, 2 after IPv6.
+		assert_eq "$(sp_json '.modules.fragguard.peers_known')" $((fam == 4 ? 1 : 2)) \
+			"known peers after IPv$fam spoofers"
+		peer 1 "$FRAGFLOOD" $dst 40000 $flood 20000 >/dev/null &
+		BG_PIDS+=($!)
+		sleep 0.5
+		with=$(udp_delivered 2 2 50M $fam)
+		echo "IPv$fam: victim delivered $with% during completing spoofers + flood"
+		awk "BEGIN { exit !($with >= 80) }" || fail "IPv$fam victim delivered only $with%"
+		wait "${BG_PIDS[-1]}"
+	done
 }
 
 # Regression (item 3): v1 leaked active_peers and the unknown pool on LRU
