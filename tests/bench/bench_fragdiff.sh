@@ -11,4 +11,3 @@ rc=$?
 echo "\`tests/tools/fragdiff\`, $COUNT datagrams, seed printed below; exit $rc:"
 echo
 grep '^fragdiff:' "$TMP/out" | sed 's/^/    /'
-grep -c '^batch' "$TMP/out" | sed 's/^/    batches: /'

@@ -122,11 +122,11 @@ t_fragguard_differential() {
 		net.ipv4.ipfrag_high_thresh=536870912 net.ipv6.ip6frag_high_thresh=536870912
 	sp_start --modules fragguard --iface rp1
 	sp_ctl set fragguard.enforce=0 fragguard.prefix4=32 fragguard.prefix6=128 >/dev/null || fail set
-	local mac=$(ip -n "$NS_R" -j link show rp1 | jq -r '.[0].address')
+	local mac=$(ip -n "$NS_R" -j link show rp1 | jq -r '.[0].address') seed=${FRAGDIFF_SEED:-$RANDOM}
 	nsenter -t "$SP_PID" -m "$BUILD/fragdiff" "$PIN" "$NS_R" "sp-$ID-p1" pr1 "$mac" \
-		"${FRAGDIFF_COUNT:-100000}" "${FRAGDIFF_SEED:=$RANDOM}" | tee "$TMP/diff.out" | grep -v "^batch .* 0 disagreements" | tail -12
-	[ "${PIPESTATUS[0]}" = 0 ] || fail "fragguard disagrees with the kernel (seed $FRAGDIFF_SEED)"
-	echo "fragdiff: seed $FRAGDIFF_SEED"
+		"${FRAGDIFF_COUNT:-100000}" "$seed" | tee "$TMP/diff.out" | grep -v "^batch .* 0 disagreements" | tail -12
+	[ "${PIPESTATUS[0]}" = 0 ] || fail "fragguard disagrees with the kernel (seed $seed)"
+	echo "fragdiff: seed $seed"
 	grep -q ' 0 disagreements' "$TMP/diff.out" || fail "no summary"
 }
 
