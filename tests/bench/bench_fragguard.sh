@@ -149,7 +149,7 @@ echo "| (5) victim, completing spoofers + flood, IPv6 / alone | $(ratio "$(v "s5
 echo
 echo "sp_fragguard cost (bpf_stats run time / runs, includes the stats' own overhead): $(v nsfrag) ns per fragment (case 1'), $(v nsplain) ns per non-fragment (a TCP stream through the same interface)."
 echo
-echo "stackpilot's maps after the spoofed flood: $(cat "$TMP/peers") peers tracked (LRU of 16384), $(cat "$TMP/memlock") bytes of map memory in all (fixed by the map sizes: 65536 datagrams, 16384 unknown + 4096 known peers)."
+echo "stackpilot's maps after the spoofed flood: $(cat "$TMP/peers") peers tracked (LRU of 16384), $(cat "$TMP/memlock") bytes of map memory as bpftool reports it (for the maps allocated on use, 65536 datagrams and 4096 run bitmaps, their most)."
 
 # The program's own cost without a network (BPF_PROG_TEST_RUN), this version
 # beside v1 (fragguard as of commit 3aa5433, built from git history) and an
