@@ -84,9 +84,12 @@ bench: deps
 	$(Q)tests/bench/run.sh
 
 # The README's main job: attach to the root cgroup, live status, Ctrl-C detaches.
+# `run` takes the root cgroup only when asked for by name (--cgroup /): this
+# target asks, unless ARGS chooses a cgroup or the modules itself.
+RUN_CGROUP := $(if $(findstring --cgroup,$(ARGS))$(findstring --modules,$(ARGS)),,--cgroup /)
 run: deps
 	$(Q)$(MAKE) -s --no-print-directory all
-	$(Q)$(OUTPUT)/stackpilot run $(ARGS)
+	$(Q)$(OUTPUT)/stackpilot run $(RUN_CGROUP) $(ARGS)
 
 clean:
 	$(call msg,CLEAN)

@@ -232,3 +232,70 @@ t_readme_main_job() {
 	assert_eq "$(bpftool cgroup tree "$CG2")" "$before_c" "cgroup attachments after Ctrl-C"
 	[ ! -e /sys/fs/bpf/stackpilot ] || fail "pins left after Ctrl-C"
 }
+
+# --cgroup must name an existing cgroup v2 folder strictly below the mount;
+# the root only as "/" (every process on the host). `timeout` stops a run
+# that would wrongly attach, so the test fails instead of hanging.
+t_cgroup_input_refused() {
+	make_cgroup
+	local before=$(bpftool cgroup show "$CG2" 2>/dev/null)
+	expect_error 1 "--cgroup '': empty path" timeout 5 "$SP" run --pin-path "$PIN" --cgroup ""
+	expect_error 1 "names the root of cgroup v2 mount" timeout 5 "$SP" run --pin-path "$PIN" --cgroup .
+	expect_error 1 "names the root of cgroup v2 mount" timeout 5 "$SP" run --pin-path "$PIN" --cgroup "sp-test-$ID/.."
+	expect_error 1 "names the root of cgroup v2 mount" timeout 5 "$SP" run --pin-path "$PIN" --cgroup "$CG2"
+	expect_error 1 "names the root of cgroup v2 mount" timeout 5 "$SP" run --pin-path "$PIN" --cgroup "$CG/../"
+	expect_error 1 "--cgroup PATH is needed" timeout 5 "$SP" run --pin-path "$PIN" --modules tcpstats
+	# Over 255 characters: refused, not cut to a parent.
+	local long="$CG/$(printf 'x%.0s' $(seq 300))"
+	expect_error 1 "longer than 255 characters" timeout 5 "$SP" run --pin-path "$PIN" --cgroup "$long"
+	expect_error 1 "--btf /etc/passwd: not a BTF file" timeout 5 "$SP" run --pin-path "$PIN" --cgroup "$CG" --btf /etc/passwd
+	assert_eq "$(bpftool cgroup show "$CG2" 2>/dev/null)" "$before" "programs on the cgroup v2 root"
+	assert_nothing_left
+	# A relative name below the mount is fine, and is shown normalised.
+	sp_start --cgroup "sp-test-$ID/." --modules tcpstats
+	assert_eq "$(sp_json .cgroup)" "$CG" "cgroup of a run given a relative path"
+}
+
+# set: decimal only (010 is not octal 8), and nothing written unless every
+# assignment can be (its module loaded).
+t_set_checks_all_first() {
+	make_cgroup
+	sp_start --cgroup "$CG" --modules tcpstats
+	expect_error 2 "tcpstats.port=010: leading zeros not allowed" "$SP" set --pin-path "$PIN" tcpstats.port=010
+	expect_error 1 "module rehash is not loaded" "$SP" set --pin-path "$PIN" tcpstats.port=5201 rehash.prob=50
+	assert_eq "$(sp_ctl get tcpstats.port)" "tcpstats.port=0" "port after a refused set"
+	sp_ctl set tcpstats.port=0x10 >/dev/null || fail "set in hex"
+	assert_eq "$(sp_ctl get tcpstats.port)" "tcpstats.port=16" "port after set 0x10"
+	sp_ctl set tcpstats.port=10 tcpstats.port=0 >/dev/null || fail "two assignments to one field"
+	assert_eq "$(sp_ctl get tcpstats.port)" "tcpstats.port=0" "last assignment wins"
+}
+
+# status --json stays valid JSON when pins are missing, and says so by its exit status.
+t_status_json_missing_pins() {
+	make_cgroup
+	sp_start --cgroup "$CG"
+	rm "$PIN/rehash_ctr" "$PIN/tcpstats_cfg" "$PIN/pmtu_ctr"
+	sp_ctl status --json >"$TMP/s.json" 2>"$TMP/s.err"
+	assert_eq "$?" 1 "status exit with pins missing"
+	jq -e '.modules.tcpstats.cfg == null and .modules.rehash.cfg.prob == 20 and
+	       (.modules.rehash.connections | type) == "array" and .modules.pmtu.cfg.base_mss == 1024 and
+	       (.modules.pmtu.destinations | type) == "array" and (.modules.tcpstats.active_opens | type) == "number"' \
+		"$TMP/s.json" >/dev/null || fail "status --json with pins missing: $(cat "$TMP/s.json")"
+	grep -q rehash_ctr "$TMP/s.err" || fail "no error line for the missing pin: $(cat "$TMP/s.err")"
+}
+
+# A meta map made by someone else: a cgroup string without its NUL is read
+# within its 256 bytes; a value of another size is refused, not copied.
+t_status_hostile_meta() {
+	mkdir "$PIN" || fail "mkdir $PIN"
+	bpftool map create "$PIN/meta" type array key 4 value 384 entries 1 name sp_meta || fail "map create"
+	bpftool map update pinned "$PIN/meta" key 0 0 0 0 value hex 01 $(printf '00 %.0s' $(seq 127)) \
+		$(printf '41 %.0s' $(seq 256)) || fail "map update"
+	"$SP" status --json --pin-path "$PIN" >"$TMP/s.json" || fail "status exit $?"
+	jq -e '.pid == 1 and (.cgroup | length) == 256 and (.cgroup | test("^A+$"))' "$TMP/s.json" >/dev/null ||
+		fail "status --json of an unterminated cgroup: $(cat "$TMP/s.json")"
+	"$SP" status --pin-path "$PIN" | grep -qx "cgroup $(printf 'A%.0s' $(seq 256))" || fail "text status"
+	rm "$PIN/meta"
+	bpftool map create "$PIN/meta" type array key 4 value 4096 entries 1 name sp_meta || fail "map create"
+	expect_error 1 "not a stackpilot meta map" "$SP" status --pin-path "$PIN"
+}

@@ -2,6 +2,7 @@
 /* Unit tests of the loader's parsing and validation (no BPF, no root). */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "sp.h"
@@ -33,6 +34,10 @@ static void test_parse_u32(void)
 	      sp_parse_u32(" 1", 0, 100, &v) == -EINVAL);
 	CHECK("u32_overflow", sp_parse_u32("4294967296", 0, 0xffffffff, &v) == -ERANGE &&
 	      sp_parse_u32("99999999999999999999999", 0, 0xffffffff, &v) == -EINVAL);
+	CHECK("u32_leading_zero", sp_parse_u32("010", 0, 100, &v) == -EDOM &&
+	      sp_parse_u32("00", 0, 100, &v) == -EDOM && !sp_parse_u32("0", 0, 100, &v) && v == 0);
+	CHECK("u32_hex_needs_digits", sp_parse_u32("0x", 0, 100, &v) == -EINVAL &&
+	      sp_parse_u32("0x-1", 0, 100, &v) == -EINVAL && sp_parse_u32("0xg", 0, 100, &v) == -EINVAL);
 	v = 7;
 	sp_parse_u32("1000", 0, 100, &v);
 	CHECK("u32_untouched_on_error", v == 7);
@@ -98,6 +103,70 @@ static void test_paths(void)
 	CHECK("bpffs_relative", sp_ensure_bpffs("pins") == -1);
 }
 
+/* What the writer produced, as a string (freed by the caller). */
+static char *json_of(void (*fn)(FILE *))
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	fn(f);
+	fclose(f);
+	return buf;
+}
+
+static void json_doc(FILE *f)
+{
+	struct sp_json j;
+
+	sp_json_init(&j, f);
+	sp_json_begin_object(&j);
+	sp_json_key(&j, "a"), sp_json_u64(&j, 1);
+	sp_json_key(&j, "empty"), sp_json_begin_array(&j), sp_json_end_array(&j);
+	sp_json_key(&j, "o"), sp_json_begin_object(&j);
+	sp_json_key(&j, "s"), sp_json_str(&j, "q\"\\\n");
+	sp_json_end_object(&j);
+	sp_json_key(&j, "l"), sp_json_begin_array(&j);
+	sp_json_s64(&j, -1), sp_json_bool(&j, true), sp_json_null(&j), sp_json_double(&j, 1.5);
+	sp_json_end_array(&j);
+	sp_json_key(&j, "cut"), sp_json_strn(&j, "ABC", 2);
+	sp_json_end_object(&j);
+}
+
+/* A module's status() writing after ctl.c's first member, next to hand-written members. */
+static void json_member(FILE *f)
+{
+	struct sp_json j;
+
+	sp_json_init_member(&j, f);
+	sp_json_key(&j, "n"), sp_json_u64(&j, 2);
+	sp_json_key(&j, "a"), sp_json_begin_array(&j);
+	sp_json_begin_object(&j), sp_json_end_object(&j), sp_json_begin_object(&j), sp_json_end_object(&j);
+	sp_json_end_array(&j);
+}
+
+static void test_json(void)
+{
+	char *s = json_of(json_doc);
+
+	CHECK("json_commas_escapes_bounds", !strcmp(s, "{\"a\":1,\"empty\":[],"
+	      "\"o\":{\"s\":\"q\\\"\\\\\\u000a\"},\"l\":[-1,true,null,1.5],\"cut\":\"AB\"}"));
+	free(s);
+	s = json_of(json_member);
+	CHECK("json_member_continues", !strcmp(s, ",\"n\":2,\"a\":[{},{}]"));
+	free(s);
+}
+
+static void test_cgroup_input(void)
+{
+	char buf[256];
+
+	CHECK("cgroup_required", sp_resolve_cgroup(NULL, buf, sizeof(buf)) == -1);
+	CHECK("cgroup_empty", sp_resolve_cgroup("", buf, sizeof(buf)) == -1);
+	CHECK("cgroup_dot_is_not_root", sp_resolve_cgroup(".", buf, sizeof(buf)) == -1);
+	CHECK("cgroup_root_by_slash", !sp_resolve_cgroup("/", buf, sizeof(buf)) && buf[0] == '/');
+}
+
 int main(void)
 {
 	/* The functions under test print their one-line errors: keep them off the results. */
@@ -106,5 +175,7 @@ int main(void)
 	test_modules();
 	test_tunables();
 	test_paths();
+	test_json();
+	test_cgroup_input();
 	return failures ? 1 : 0;
 }
