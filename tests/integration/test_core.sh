@@ -299,3 +299,26 @@ t_status_hostile_meta() {
 	bpftool map create "$PIN/meta" type array key 4 value 4096 entries 1 name sp_meta || fail "map create"
 	expect_error 1 "not a stackpilot meta map" "$SP" status --pin-path "$PIN"
 }
+
+# On a bpffs anyone may write to (mode 1777), a pin folder made by someone
+# else (who could hold its lock or delete our pins), or left open to others,
+# is refused. A private mount namespace keeps that bpffs away from the host.
+t_hostile_bpffs_refused() {
+	make_cgroup
+	local p=/sys/fs/bpf/sp-test-$ID setup='mount -t bpf -o mode=1777 bpf /sys/fs/bpf || exit 99'
+	expect_error 1 "$p is owned by uid 65534, not by uid 0" unshare -m --propagation private sh -c \
+		"$setup"' && setpriv --reuid=65534 --regid=65534 --clear-groups mkdir "$0" && exec "$@"' \
+		"$p" timeout 5 "$SP" run --pin-path "$p" --cgroup "$CG"
+	expect_error 1 "$p is writable by group or others (mode 0777)" unshare -m --propagation private sh -c \
+		"$setup"' && mkdir -m 0777 "$0" && exec "$@"' "$p" timeout 5 "$SP" run --pin-path "$p" --cgroup "$CG"
+	expect_error 1 "$p is a symlink" unshare -m --propagation private sh -c \
+		"$setup"' && mkdir /sys/fs/bpf/x && ln -s /sys/fs/bpf/x "$0" && exec "$@"' \
+		"$p" timeout 5 "$SP" run --pin-path "$p" --cgroup "$CG"
+	[ -z "$(cgroup_progs)" ] || fail "programs attached: $(cgroup_progs)"
+	# The folder a run makes itself is 0700 and root's, even on that bpffs.
+	unshare -m --propagation private sh -c "$setup"' && { "$@" & } && sleep 1.5 && stat -c "%a %u" "$0" &&
+		kill -INT $! && wait $!' "$p" "$SP" run --pin-path "$p" --cgroup "$CG" --modules tcpstats --interval 0 \
+		>"$TMP/out" 2>"$TMP/err" || fail "run on a 1777 bpffs: $(cat "$TMP/err")"
+	grep -qx "700 0" "$TMP/out" || fail "pin folder made by run: $(cat "$TMP/out")"
+	assert_nothing_left
+}
