@@ -117,43 +117,6 @@ static bool is_fs(const char *path, long magic)
 }
 
 /*
- * A folder only we may change: not a symlink, owned by our effective uid
- * (root), not writable by group or others, in a parent where others cannot
- * rename it away (world-writable parents must be sticky, as bpffs mode 1777
- * and /run are). With create, made 0700 when missing; without, a missing
- * folder passes. On a bpffs mounted 1777 anyone can pre-create the pin
- * folder, then hold a flock on it or delete our pins.
- */
-int sp_private_dir(const char *path, bool create)
-{
-	char parent[PATH_MAX], *slash;
-	struct stat st;
-
-	if (create && mkdir(path, 0700) && errno != EEXIST)
-		return sp_err("cannot create %s: %s", path, strerror(errno));
-	if (lstat(path, &st))
-		return !create && errno == ENOENT ? 0 : sp_err("%s: %s", path, strerror(errno));
-	if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode))
-		return sp_err("%s is a %s, not a folder: refusing it", path,
-			      S_ISLNK(st.st_mode) ? "symlink" : "file");
-	if (st.st_uid != geteuid())
-		return sp_err("%s is owned by uid %u, not by uid %u: refusing it (its owner could "
-			      "remove our pins or hold its lock)", path, st.st_uid, geteuid());
-	if (st.st_mode & (S_IWGRP | S_IWOTH))
-		return sp_err("%s is writable by group or others (mode %04o): refusing it",
-			      path, st.st_mode & 07777);
-	snprintf(parent, sizeof(parent), "%s", path);
-	slash = strrchr(parent, '/');
-	if (slash && slash != parent) {
-		*slash = '\0';
-		if (!stat(parent, &st) && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
-			return sp_err("%s: its parent %s is world-writable without the sticky bit: "
-				      "refusing it", path, parent);
-	}
-	return 0;
-}
-
-/*
  * The pin folder must be on a bpf filesystem. `ip netns exec` remounts /sys
  * without one, so mount /sys/fs/bpf when that is where the pins go. A pin
  * folder that exists must be ours; sp_lock_targets() makes a missing one.
@@ -357,14 +320,4 @@ void sp_run_add_prog(struct sp_run *run, int prog_fd)
 	if (run->nr_progs < SP_MAX_PROGS &&
 	    !bpf_obj_get_info_by_fd(prog_fd, &info, &len))
 		run->prog_ids[run->nr_progs++] = info.id;
-}
-
-/*
- * Called by `run` before it locks the pin folder: the pin folder is made
- * here, after every check that can refuse the run, so a refused run leaves
- * no folder behind.
- */
-int sp_lock_targets(struct sp_run *run)
-{
-	return sp_private_dir(run->pin_dir, true);
 }

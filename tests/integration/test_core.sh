@@ -76,22 +76,65 @@ t_bpffs_not_mountable() {
 	assert_nothing_left
 }
 
+# One run per cgroup and per interface, whatever the pin folder: a second
+# is refused with one line naming the first one's pid.
 t_second_run_refused() {
 	make_cgroup
 	sp_start --cgroup "$CG" --modules tcpstats
 	local before=$(cgroup_progs)
-	expect_error 1 "another \`stackpilot run\` is active on $PIN" "$SP" run --pin-path "$PIN" --cgroup "$CG"
-	assert_eq "$(cgroup_progs)" "$before" "programs on the cgroup after a refused second run"
+	expect_error 1 "another \`stackpilot run\` (pid $SP_PID) is attached to cgroup $CG" \
+		timeout 5 "$SP" run --pin-path "$PIN" --cgroup "$CG"
+	expect_error 1 "another \`stackpilot run\` (pid $SP_PID) is attached to cgroup $CG" \
+		timeout 5 "$SP" run --pin-path "$PIN-2" --cgroup "$CG" --modules tcpstats
+	[ ! -e "$PIN-2" ] || fail "a refused run left its pin folder"
+	assert_eq "$(cgroup_progs)" "$before" "programs on the cgroup after refused second runs"
 	kill -0 "$SP_PID" || fail "first run died"
-	# Another pin folder is another instance, and may run beside it.
-	"$SP" run --pin-path "$PIN-2" --cgroup "$CG" --modules tcpstats --interval 0 >"$TMP/second" 2>&1 &
+	# Another cgroup (here a child of the first) is another target.
+	mkdir "$CG/c2"; on_exit "rmdir $CG/c2"
+	"$SP" run --pin-path "$PIN-2" --cgroup "$CG/c2" --modules tcpstats --interval 0 >"$TMP/second" 2>&1 &
 	local p2=$!
 	on_exit "kill $p2; rm -rf $PIN-2"
 	for _ in $(seq 50); do grep -q attached "$TMP/second" && break; sleep 0.1; done
-	grep -q attached "$TMP/second" || fail "second instance on another pin folder: $(cat "$TMP/second")"
-	assert_eq "$(cgroup_progs | wc -l)" 2 "programs with two instances"
+	grep -q attached "$TMP/second" || fail "run on another cgroup: $(cat "$TMP/second")"
 	kill -INT $p2; wait $p2 || fail "second instance exit $?"
 	assert_eq "$(cgroup_progs)" "$before" "programs after the second instance left"
+	sp_stop || fail "first run exit"
+	# Its lock went with it: a new run may take the cgroup.
+	sp_start --cgroup "$CG" --modules tcpstats
+}
+
+# The pin folder's lock is gone with the folder; the cgroup's is not.
+t_second_run_refused_pins_removed() {
+	make_cgroup
+	sp_start --cgroup "$CG" --modules tcpstats
+	rm -rf "$PIN"
+	expect_error 1 "another \`stackpilot run\` (pid $SP_PID) is attached to cgroup $CG" \
+		timeout 5 "$SP" run --pin-path "$PIN" --cgroup "$CG" --modules tcpstats
+	assert_eq "$(cgroup_progs | wc -l)" 1 "programs on the cgroup"
+	# A run killed with SIGKILL leaves its lock file, but not its lock.
+	sp_stop KILL
+	sp_start --cgroup "$CG" --modules tcpstats
+}
+
+# Two `ip netns exec` runs have a mount namespace (and bpffs) each; they
+# still meet on the interface's lock. The same ifindex in another namespace
+# is another interface.
+t_second_run_refused_netns() {
+	netns_pair
+	SP_NS=$NS_B sp_start --modules fragguard --iface "v${ID}b"
+	expect_error 1 "another \`stackpilot run\` (pid $SP_PID) is attached to interface v${ID}b" \
+		timeout 5 ip netns exec "$NS_B" "$SP" run --pin-path "$PIN" --modules fragguard --iface "v${ID}b"
+	expect_error 1 "another \`stackpilot run\` (pid $SP_PID) is attached to interface v${ID}b" \
+		timeout 5 ip netns exec "$NS_B" "$SP" run --pin-path "$PIN-2" --modules fragguard --iface lo --iface "v${ID}b"
+	kill -0 "$SP_PID" || fail "first run died"
+	ip -n "$NS_A" link set "v${ID}a" name "v${ID}b" || fail rename
+	ip netns exec "$NS_A" "$SP" run --pin-path "$PIN" --modules fragguard --iface "v${ID}b" --interval 0 \
+		>"$TMP/a.out" 2>&1 &
+	local pa=$!
+	BG_PIDS+=($pa)
+	for _ in $(seq 50); do grep -q attached "$TMP/a.out" && break; sleep 0.1; done
+	grep -q attached "$TMP/a.out" || fail "run in another namespace: $(cat "$TMP/a.out")"
+	kill -INT $pa; wait $pa || fail "run in $NS_A exit $?"
 }
 
 t_signal_cleanup() {
