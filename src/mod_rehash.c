@@ -10,22 +10,9 @@
 #include "sp.h"
 #include "rehash.skel.h"
 
-#define F(x) offsetof(struct sp_rehash_cfg, x)
 static const struct sp_tunable tunables[] = {
-	{ "prob", F(prob), 0, 100, 20,
-	  "percent chance to rehash per non-RTO loss-recovery episode" },
-	{ "mode", F(mode), 0, 1, 0,
-	  "0: no balancing rehash once a flow had an RTO; 1: always" },
-	{ "rounds", F(rounds), 0, 1000, 0,
-	  "rehash after this many congested rounds in a row; 0 = off" },
-	{ "delay_pct", F(delay_pct), 100, 10000, 150,
-	  "a round is congested if srtt > min_rtt * delay_pct / 100" },
-	{ "pause_ms", F(pause_ms), 0, 600000, 2000,
-	  "no rounds-trigger rehash for this long after an RTO" },
-	{ "defer_rtts", F(defer_rtts), 0, 1000, 2,
-	  "apply a deferred rehash after this many srtt even if unsafe; 0 = wait" },
+	SP_REHASH_TUNABLES(SP_TUNABLE_ROW, struct sp_rehash_cfg)
 };
-#undef F
 
 static struct rehash_bpf *skel;
 static struct bpf_link *sp_link;

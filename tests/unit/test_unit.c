@@ -157,6 +157,84 @@ static void test_json(void)
 	free(s);
 }
 
+/* Split "a / b" into at most n trimmed parts; returns how many. */
+static int split_slash(char *cell, char **part, int n)
+{
+	int k = 0;
+
+	for (char *save = NULL, *t = strtok_r(cell, "/", &save); t && k < n;
+	     t = strtok_r(NULL, "/", &save)) {
+		while (*t == ' ' || *t == '`')
+			t++;
+		for (char *e = t + strlen(t); e > t && (e[-1] == ' ' || e[-1] == '`'); )
+			*--e = '\0';
+		part[k++] = t;
+	}
+	return k;
+}
+
+/*
+ * README's Tunables table against the loader's tables (which for tcpstats,
+ * rehash and pmtu are their declarations in stackpilot.h): every row's keys,
+ * ranges and defaults, and every declared tunable in exactly one row.
+ */
+static void test_readme_tunables(const char *readme)
+{
+	char line[1024], msg[512] = "", *cells[4], *keys[4], *ranges[4], *defs[4];
+	int seen[SP_MAX_MODULES][64] = {}, rows = 0, in_section = 0;
+	FILE *f = fopen(readme, "r");
+
+	if (!f) {
+		CHECK("readme_tunables_found", f != NULL);
+		return;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "## ", 3))
+			in_section = !strncmp(line, "## Tunables", 11);
+		if (!in_section || strncmp(line, "| `", 3))
+			continue;
+		int nc = 0;
+		for (char *save = NULL, *t = strtok_r(line + 1, "|", &save); t && nc < 4;
+		     t = strtok_r(NULL, "|", &save))
+			cells[nc++] = t;
+		int nk = nc == 4 ? split_slash(cells[0], keys, 4) : 0;
+		if (nk == 0 || split_slash(cells[1], ranges, 4) != nk || split_slash(cells[2], defs, 4) != nk) {
+			snprintf(msg, sizeof(msg), "row %d: keys, ranges and defaults do not pair up", rows);
+			break;
+		}
+		for (int i = 0; i < nk && !*msg; i++) {
+			const struct sp_module *m;
+			const struct sp_tunable *t = sp_tunable_find(keys[i], &m);
+			unsigned long min, max, def;
+			int idx;
+
+			if (!t) {
+				snprintf(msg, sizeof(msg), "%s: not declared", keys[i]);
+				break;
+			}
+			sp_module_find(m->name, &idx);
+			seen[idx][t - m->tunables]++;
+			if (sscanf(ranges[i], "%lu..%lu", &min, &max) != 2 || sscanf(defs[i], "%lu", &def) != 1 ||
+			    min != t->min || max != t->max || def != t->def)
+				snprintf(msg, sizeof(msg), "%s: README %s default %s, declared %u..%u default %u",
+					 keys[i], ranges[i], defs[i], t->min, t->max, t->def);
+		}
+		if (*msg)
+			break;
+		rows++;
+	}
+	fclose(f);
+	for (int i = 0; i < sp_nr_modules && !*msg; i++)
+		for (int j = 0; j < sp_modules[i]->nr_tunables && !*msg; j++)
+			if (seen[i][j] != 1)
+				snprintf(msg, sizeof(msg), "%s.%s: in %d README rows, expected 1",
+					 sp_modules[i]->name, sp_modules[i]->tunables[j].name, seen[i][j]);
+	if (*msg)
+		printf("FAIL readme_tunables: %s\n", msg), failures++;
+	else
+		CHECK("readme_tunables", rows > 0);
+}
+
 static void test_cgroup_input(void)
 {
 	char buf[256];
@@ -167,8 +245,11 @@ static void test_cgroup_input(void)
 	CHECK("cgroup_root_by_slash", !sp_resolve_cgroup("/", buf, sizeof(buf)) && buf[0] == '/');
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	/* run.sh runs us from the repository root; a path may be given. */
+	const char *readme = argc > 1 ? argv[1] : "README.md";
+
 	/* The functions under test print their one-line errors: keep them off the results. */
 	freopen("/dev/null", "w", stderr);
 	test_parse_u32();
@@ -177,5 +258,6 @@ int main(void)
 	test_paths();
 	test_json();
 	test_cgroup_input();
+	test_readme_tunables(readme);
 	return failures ? 1 : 0;
 }
