@@ -2,7 +2,15 @@
 # bpf/X.bpf.c -> build/X.bpf.o -> build/X.skel.h -> build/stackpilot
 # Quiet by default; `make V=1` shows the commands.
 
+# `make SANITIZE=1` builds the loader, its unit tests and the test tools with
+# ASan + UBSan into build-san/ (BPF objects are the same); `make check` runs
+# the whole suite against that build.
+ifeq ($(SANITIZE),1)
+OUTPUT    ?= build-san
+else
 OUTPUT    ?= build
+endif
+SAN_OUTPUT := build-san
 CLANG     ?= clang
 BPFTOOL   ?= bpftool
 CC        ?= cc
@@ -23,6 +31,12 @@ LIBBPF_LIBS   := $(shell $(PKGCONFIG) --libs libbpf 2>/dev/null || echo -lbpf) -
 CFLAGS    ?= -g -O2
 CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -std=gnu11 \
 	     -Iinclude -Isrc -I$(OUTPUT) $(LIBBPF_CFLAGS)
+ifeq ($(SANITIZE),1)
+# Any finding stops the program (src/sanitize.c sets abort_on_error), so a
+# test sees a failure rather than a report it does not read.
+CFLAGS    += -fsanitize=address,undefined -fno-sanitize-recover=all \
+	     -fno-omit-frame-pointer -DSP_SANITIZE
+endif
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 	     -Wno-unused-function -I. -Iinclude
 
@@ -74,10 +88,14 @@ $(OUTPUT)/%: tests/tools/%.c | $(OUTPUT)
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $< -o $@
 
-# The README's test command. Installs what is missing, builds, runs all.
+# The README's test command. Installs what is missing, builds, runs all:
+# against the sanitized build, whose own unit tests run first.
 check test: deps
 	$(Q)$(MAKE) -s --no-print-directory all
-	$(Q)tests/run.sh
+	$(Q)$(MAKE) -s --no-print-directory SANITIZE=1 OUTPUT=$(SAN_OUTPUT) all
+	$(Q)rc=0; $(SAN_OUTPUT)/test_unit >$(SAN_OUTPUT)/test_unit.out 2>&1 || { rc=1; \
+		echo "FAIL $(SAN_OUTPUT)/test_unit (sanitized):"; grep -v '^PASS' $(SAN_OUTPUT)/test_unit.out; }; \
+	SP_BUILD=$(CURDIR)/$(SAN_OUTPUT) tests/run.sh || rc=1; exit $$rc
 
 bench: deps
 	$(Q)$(MAKE) -s --no-print-directory all
@@ -93,4 +111,4 @@ run: deps
 
 clean:
 	$(call msg,CLEAN)
-	$(Q)rm -rf $(OUTPUT)
+	$(Q)rm -rf $(OUTPUT) $(SAN_OUTPUT)
