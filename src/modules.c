@@ -125,8 +125,9 @@ static int cfg_open(const char *pin_dir, const struct sp_module *m, char *path, 
 	if (sp_pin_path(path, len, pin_dir, m->cfg_map))
 		return -1;
 	if (access(path, F_OK))
-		return sp_err("module %s is not loaded: no %s (is `stackpilot run` active with this "
-			      "--pin-path and that module?)", m->name, path);
+		return sp_pin_errors++, sp_err("module %s is not loaded: no %s (is `stackpilot run` "
+					       "active with this --pin-path and that module?)",
+					       m->name, path);
 	return sp_open_pinned(pin_dir, m->cfg_map);
 }
 

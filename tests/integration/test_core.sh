@@ -325,6 +325,12 @@ t_status_json_missing_pins() {
 	       (.modules.pmtu.destinations | type) == "array" and (.modules.tcpstats.active_opens | type) == "number"' \
 		"$TMP/s.json" >/dev/null || fail "status --json with pins missing: $(cat "$TMP/s.json")"
 	grep -q rehash_ctr "$TMP/s.err" || fail "no error line for the missing pin: $(cat "$TMP/s.err")"
+	# The config pin alone missing is a failure too.
+	sp_stop; sp_start --cgroup "$CG" --modules tcpstats
+	rm "$PIN/tcpstats_cfg"
+	sp_ctl status --json >"$TMP/s.json" 2>/dev/null
+	assert_eq "$?" 1 "status exit with only the config pin missing"
+	jq -e '.modules.tcpstats.cfg == null' "$TMP/s.json" >/dev/null || fail "status: $(cat "$TMP/s.json")"
 }
 
 # A meta map made by someone else: a cgroup string without its NUL is read
