@@ -66,6 +66,14 @@ static void test_modules(void)
 			ok &= t->min <= t->def && t->def <= t->max;
 		}
 		CHECK("tunable_table_defaults_in_range", ok);
+		/* Every __u32 of the config struct is a tunable, each exactly once. */
+		__u32 offs = 0;
+
+		for (int j = 0; j < m->nr_tunables; j++)
+			offs |= (m->tunables[j].off % 4 == 0 && m->tunables[j].off / 4 < 32) ?
+				1u << (m->tunables[j].off / 4) : 0;
+		CHECK("tunable_table_covers_cfg_struct", m->cfg_size == 4u * m->nr_tunables &&
+		      m->nr_tunables < 32 && offs == (1u << m->nr_tunables) - 1);
 	}
 }
 
