@@ -332,6 +332,15 @@ t_status_json_missing_pins() {
 	sp_ctl status --json >"$TMP/s.json" 2>/dev/null
 	assert_eq "$?" 1 "status exit with only the config pin missing"
 	jq -e '.modules.tcpstats.cfg == null' "$TMP/s.json" >/dev/null || fail "status: $(cat "$TMP/s.json")"
+	sp_stop
+	# fragguard's status still writes its members by hand, after "cfg".
+	netns_pair
+	SP_NS=$NS_B sp_start --modules fragguard --iface "v${ID}b"
+	nsenter -t "$SP_PID" -m rm "$PIN/fragguard_ctr" "$PIN/fragguard_cfg"
+	SP_NS=$NS_B sp_ctl status --json >"$TMP/s.json" 2>/dev/null
+	assert_eq "$?" 1 "status exit with fragguard pins missing"
+	jq -e '.modules.fragguard.cfg == null and (.modules.fragguard.top_peers | type) == "array"' \
+		"$TMP/s.json" >/dev/null || fail "fragguard status --json with pins missing: $(cat "$TMP/s.json")"
 }
 
 # A meta map made by someone else: a cgroup string without its NUL is read
