@@ -41,4 +41,35 @@ static __always_inline __u16 sp_local_port(const struct bpf_sock_ops *skops)
 	return skops->local_port;
 }
 
+/*
+ * Anyone with bpftool can write the config map: every value is brought back
+ * into its declared range (stackpilot.h), and the declared defaults apply
+ * when the map cannot be read.
+ */
+static __always_inline __u32 sp_cfg_value(__u32 v, __u32 min, __u32 max, __u32 def, int oor)
+{
+	if (v >= min && v <= max)
+		return v;
+	if (oor == SP_OOR_DEFAULT)
+		return def;
+	return v < min ? min : max;
+}
+
+#define SP_CFG_READ_ONE(m, name, min, max, def, oor, help) \
+	out->name = m ? sp_cfg_value(m->name, min, max, def, oor) : def;
+
+/*
+ * SP_CFG_READ(foo, struct sp_foo_cfg, foo_cfg, SP_FOO_TUNABLES) defines
+ * static void foo_cfg_read(struct sp_foo_cfg *out), reading the one-entry
+ * array map foo_cfg.
+ */
+#define SP_CFG_READ(prefix, cfg_type, map, LIST)				\
+static __always_inline void prefix##_cfg_read(cfg_type *out)			\
+{										\
+	__u32 zero = 0;								\
+	const cfg_type *m = bpf_map_lookup_elem(&map, &zero);			\
+										\
+	LIST(SP_CFG_READ_ONE, m)						\
+}
+
 #endif /* SP_COMMON_BPF_H */

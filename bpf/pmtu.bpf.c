@@ -66,19 +66,17 @@ struct cfg {
 	__u64 interval_ns;
 };
 
+SP_CFG_READ(pmtu, struct sp_pmtu_cfg, pmtu_cfg, SP_PMTU_TUNABLES)
+
 static __always_inline void read_cfg(struct cfg *c)
 {
-	__u32 zero = 0;
-	struct sp_pmtu_cfg *m = bpf_map_lookup_elem(&pmtu_cfg, &zero);
+	struct sp_pmtu_cfg m;
 
-	*c = (struct cfg){ 32, 64, 64 << 10, 600ULL * 1000000000 };
-	if (!m)
-		return;
-	c->prefix4 = m->prefix4 > 32 ? 32 : m->prefix4;
-	c->prefix6 = m->prefix6 > 128 ? 128 : m->prefix6;
-	c->learn_bytes = (m->learn_kb < 4 ? 4 : m->learn_kb > 1 << 20 ? 1 << 20 : m->learn_kb) << 10;
-	c->interval_ns = (__u64)(m->interval_s < 1 ? 1 : m->interval_s > 86400 ? 86400 : m->interval_s) *
-			 1000000000;
+	pmtu_cfg_read(&m);
+	c->prefix4 = m.prefix4;
+	c->prefix6 = m.prefix6;
+	c->learn_bytes = m.learn_kb << 10;
+	c->interval_ns = (__u64)m.interval_s * 1000000000;
 }
 
 static __always_inline void make_key(struct bpf_sock_ops *skops, const struct cfg *c,

@@ -89,21 +89,19 @@ struct cfg {
 	__u64 pause_ns;
 };
 
+SP_CFG_READ(rehash, struct sp_rehash_cfg, rehash_cfg, SP_REHASH_TUNABLES)
+
 static __always_inline void read_cfg(struct cfg *c)
 {
-	__u32 zero = 0;
-	struct sp_rehash_cfg *m = bpf_map_lookup_elem(&rehash_cfg, &zero);
+	struct sp_rehash_cfg m;
 
-	if (!m) {
-		*c = (struct cfg){};
-		return;
-	}
-	c->prob = m->prob > 100 ? 100 : m->prob;
-	c->mode = m->mode ? 1 : 0;
-	c->rounds = m->rounds > 1000 ? 1000 : m->rounds;
-	c->delay_pct = m->delay_pct < 100 ? 100 : m->delay_pct > 10000 ? 10000 : m->delay_pct;
-	c->pause_ns = (m->pause_ms > 600000 ? 600000 : m->pause_ms) * NSEC_PER_MSEC;
-	c->defer_rtts = m->defer_rtts > 1000 ? 1000 : m->defer_rtts;
+	rehash_cfg_read(&m);
+	c->prob = m.prob;
+	c->mode = m.mode;
+	c->rounds = m.rounds;
+	c->delay_pct = m.delay_pct;
+	c->pause_ns = m.pause_ms * NSEC_PER_MSEC;
+	c->defer_rtts = m.defer_rtts;
 }
 
 static __always_inline void conn_key(const struct bpf_sock_ops *skops,

@@ -22,18 +22,17 @@ struct {
 	__type(value, __u64);
 } tcpstats_ctr SEC(".maps");
 
+SP_CFG_READ(tcpstats, struct sp_tcpstats_cfg, tcpstats_cfg, SP_TCPSTATS_TUNABLES)
+
 static __always_inline bool port_selected(const struct bpf_sock_ops *skops)
 {
-	__u32 zero = 0, port;
-	struct sp_tcpstats_cfg *cfg = bpf_map_lookup_elem(&tcpstats_cfg, &zero);
+	struct sp_tcpstats_cfg cfg;
 
-	if (!cfg)
+	/* A port above 65535 from outside reads as the default, 0: count everything. */
+	tcpstats_cfg_read(&cfg);
+	if (cfg.port == 0)
 		return true;
-	port = cfg->port;
-	/* Written from outside and out of range: ignore, count everything. */
-	if (port == 0 || port > 65535)
-		return true;
-	return sp_local_port(skops) == port || sp_remote_port(skops) == port;
+	return sp_local_port(skops) == cfg.port || sp_remote_port(skops) == cfg.port;
 }
 
 SEC("sockops")

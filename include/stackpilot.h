@@ -11,6 +11,27 @@
 #ifndef STACKPILOT_H
 #define STACKPILOT_H
 
+/*
+ * Tunables are declared once, as an X-macro list per module:
+ *
+ *   #define SP_FOO_TUNABLES(X, ctx) \
+ *	X(ctx, name, min, max, default, out_of_range, "help") ...
+ *
+ * and everything else is derived from that list: the config struct
+ * (SP_CFG_FIELD below), the loader's table (SP_TUNABLE_ROW, src/sp.h) with
+ * the defaults `run` writes and the ranges `set` checks, and the BPF
+ * function that reads the config map and clamps it (SP_CFG_READ,
+ * bpf/common.bpf.h), with the same defaults when the map cannot be read.
+ * A unit test checks README's Tunables table against the loader tables.
+ *
+ * out_of_range is what the BPF side does with a value outside [min, max],
+ * which only a write from outside (bpftool) can store: SP_OOR_CLAMP uses the
+ * nearest bound, SP_OOR_DEFAULT ignores it and uses the default.
+ */
+#define SP_OOR_CLAMP	0
+#define SP_OOR_DEFAULT	1
+#define SP_CFG_FIELD(ctx, name, min, max, def, oor, help)	__u32 name;
+
 #define SP_PIN_DEFAULT	"/sys/fs/bpf/stackpilot"
 
 /*
@@ -31,13 +52,13 @@ enum sp_tcpstats_ctr {
 	SP_TS_NR,
 };
 
+/* A port above 65535 (only possible from outside) is ignored: count everything. */
+#define SP_TCPSTATS_TUNABLES(X, ctx) \
+	X(ctx, port, 0, 65535, 0, SP_OOR_DEFAULT, \
+	  "count only connections with this local or remote port; 0 = all")
+
 struct sp_tcpstats_cfg {
-	/*
-	 * Count only connections whose local or remote port is this one;
-	 * 0 counts every connection. A value above 65535 (only possible from
-	 * outside, e.g. bpftool) is ignored: the program counts everything.
-	 */
-	__u32 port;
+	SP_TCPSTATS_TUNABLES(SP_CFG_FIELD, _)
 };
 
 /* ---- rehash: congestion-driven txhash rehashing ------------------------- */
@@ -58,14 +79,22 @@ enum sp_rehash_ctr {
 	SP_RH_NR,
 };
 
+#define SP_REHASH_TUNABLES(X, ctx) \
+	X(ctx, prob, 0, 100, 20, SP_OOR_CLAMP, \
+	  "percent chance to rehash per non-RTO loss-recovery episode") \
+	X(ctx, mode, 0, 1, 0, SP_OOR_CLAMP, \
+	  "0: no balancing rehash once a flow had an RTO; 1: always") \
+	X(ctx, rounds, 0, 1000, 0, SP_OOR_CLAMP, \
+	  "rehash after this many congested rounds in a row; 0 = off") \
+	X(ctx, delay_pct, 100, 10000, 150, SP_OOR_CLAMP, \
+	  "a round is congested if srtt > min_rtt * delay_pct / 100") \
+	X(ctx, pause_ms, 0, 600000, 2000, SP_OOR_CLAMP, \
+	  "no rounds-trigger rehash for this long after an RTO") \
+	X(ctx, defer_rtts, 0, 1000, 2, SP_OOR_CLAMP, \
+	  "apply a deferred rehash after this many srtt even if unsafe; 0 = wait")
+
 struct sp_rehash_cfg {
-	__u32 prob;		/* 0..100 % chance per recovery episode; above: 100 */
-	__u32 mode;		/* 0: no balancing after an RTO; 1: always. Above 1: 1 */
-	__u32 rounds;		/* congested rounds before a rehash; 0 = trigger off */
-	__u32 delay_pct;	/* round congested if srtt > min_rtt * delay_pct / 100 */
-	__u32 pause_ms;		/* no rounds-trigger rehash this long after an RTO */
-	__u32 defer_rtts;	/* apply a deferred rehash after this many srtt even if
-				 * not safe; 0 = wait until safe (the patch) */
+	SP_REHASH_TUNABLES(SP_CFG_FIELD, _)
 };
 
 /* Per-connection view, keyed by addresses and ports (LRU, SP_RH_CONNS). */
@@ -197,17 +226,30 @@ enum sp_pm_state {
 	SP_PM_S_NOPROBE,	/* probes get no answer: learning from connections only */
 };
 
+#define SP_PMTU_TUNABLES(X, ctx) \
+	X(ctx, prefix4, 0, 32, 32, SP_OOR_CLAMP, \
+	  "IPv4 destinations share what is learned by this prefix") \
+	X(ctx, prefix6, 0, 128, 64, SP_OOR_CLAMP, \
+	  "IPv6 destinations share what is learned by this prefix") \
+	X(ctx, learn_kb, 4, 1 << 20, 64, SP_OOR_CLAMP, \
+	  "KiB a connection delivers without an RTO to prove its MTU good") \
+	X(ctx, threshold, 1, 1024, 8, SP_OOR_CLAMP, \
+	  "search stops when high - low < threshold bytes") \
+	X(ctx, max_step_pct, 101, 1000, 200, SP_OOR_CLAMP, \
+	  "a probe is at most low * max_step_pct / 100 (Heffner: 2x)") \
+	X(ctx, max_probes, 1, 10, 3, SP_OOR_CLAMP, \
+	  "tries per probe size before it counts as too big") \
+	X(ctx, probe_timeout_ms, 10, 10000, 500, SP_OOR_CLAMP, \
+	  "longest wait for a probe's answer (shorter: 4x the base probe's RTT)") \
+	X(ctx, interval_s, 1, 86400, 600, SP_OOR_CLAMP, \
+	  "entries expire after this and are searched again (RFC 4821 raise timer)") \
+	X(ctx, base_mss, 500, 9000, 1024, SP_OOR_CLAMP, \
+	  "first probe size as an MSS, as tcp_base_mss") \
+	X(ctx, route, 0, 1, 0, SP_OOR_CLAMP, \
+	  "1: install a route MTU for searched destinations")
+
 struct sp_pmtu_cfg {
-	__u32 prefix4;		/* destinations are grouped by this prefix (0..32) */
-	__u32 prefix6;		/* ... (0..128) */
-	__u32 learn_kb;		/* data a connection delivers without an RTO to prove its MTU */
-	__u32 threshold;	/* search stops when high - low < threshold (bytes) */
-	__u32 max_step_pct;	/* a probe is at most low * max_step_pct / 100 */
-	__u32 max_probes;	/* tries per probe size before it counts as lost */
-	__u32 probe_timeout_ms;
-	__u32 interval_s;	/* an entry expires (and is searched again) after this */
-	__u32 base_mss;		/* first size probed, as an MSS: known to pass almost anywhere */
-	__u32 route;		/* 1: install a route MTU for searched destinations */
+	SP_PMTU_TUNABLES(SP_CFG_FIELD, _)
 };
 
 #define SP_PM_DSTS	4096	/* destinations (LRU) */

@@ -44,20 +44,6 @@ static int parse_common(int argc, char **argv, char *pin_dir, size_t len,
 	return -1;	/* go on */
 }
 
-static void json_str(FILE *out, const char *s)
-{
-	fputc('"', out);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(out, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			fprintf(out, "\\u%04x", *s);
-		else
-			fputc(*s, out);
-	}
-	fputc('"', out);
-}
-
 static int read_meta(const char *pin_dir, struct sp_meta *meta)
 {
 	__u32 zero = 0;
@@ -65,14 +51,15 @@ static int read_meta(const char *pin_dir, struct sp_meta *meta)
 
 	if (fd < 0)
 		return -1;
-	err = bpf_map_lookup_elem(fd, &zero, meta);
+	err = sp_map_lookup_sized(fd, &zero, meta, sizeof(*meta));
 	close(fd);
 	if (err)
-		return sp_err("%s/meta: %s", pin_dir, strerror(errno));
+		return sp_err("%s/meta: %s", pin_dir, err == -EMSGSIZE ?
+			      "not a stackpilot meta map (value size differs)" : strerror(-err));
 	return 0;
 }
 
-static void print_progs(const struct sp_meta *meta, FILE *out, bool json)
+static void print_progs(const struct sp_meta *meta, struct sp_json *j, FILE *out)
 {
 	for (__u32 i = 0; i < meta->nr_progs && i < SP_MAX_PROGS; i++) {
 		struct bpf_prog_info info = {};
@@ -87,15 +74,82 @@ static void print_progs(const struct sp_meta *meta, FILE *out, bool json)
 		}
 		close(fd);
 		avg = info.run_cnt ? (double)info.run_time_ns / info.run_cnt : 0;
-		if (json)
-			fprintf(out, "%s{\"id\":%u,\"name\":\"%s\",\"run_cnt\":%llu,"
-				"\"run_time_ns\":%llu,\"avg_ns\":%.1f}", i ? "," : "",
-				info.id, info.name, (unsigned long long)info.run_cnt,
-				(unsigned long long)info.run_time_ns, avg);
-		else
-			fprintf(out, "  %-16s id %-6u runs %-10llu avg %.0f ns\n", info.name,
-				info.id, (unsigned long long)info.run_cnt, avg);
+		if (!j) {
+			fprintf(out, "  %-16.*s id %-6u runs %-10llu avg %.0f ns\n",
+				(int)sizeof(info.name), info.name, info.id,
+				(unsigned long long)info.run_cnt, avg);
+			continue;
+		}
+		sp_json_begin_object(j);
+		sp_json_key(j, "id"), sp_json_u64(j, info.id);
+		sp_json_key(j, "name"), sp_json_strn(j, info.name, sizeof(info.name));
+		sp_json_key(j, "run_cnt"), sp_json_u64(j, info.run_cnt);
+		sp_json_key(j, "run_time_ns"), sp_json_u64(j, info.run_time_ns);
+		sp_json_key(j, "avg_ns"), sp_json_double(j, avg);
+		sp_json_end_object(j);
 	}
+}
+
+/*
+ * Every module object starts with its tunables ("cfg", null when its config
+ * pin is missing), so status() functions that still print ",\"key\":..." by
+ * hand always follow a member (see sp_json_init_member).
+ */
+static void module_json(const char *pin_dir, const struct sp_module *m, struct sp_json *j)
+{
+	unsigned char cfg[256];
+	__u32 v;
+
+	sp_json_key(j, m->name);
+	sp_json_begin_object(j);
+	sp_json_key(j, "cfg");
+	if (sp_cfg_read(pin_dir, m, cfg)) {
+		sp_json_null(j);
+	} else {
+		sp_json_begin_object(j);
+		for (int i = 0; i < m->nr_tunables; i++) {
+			memcpy(&v, cfg + m->tunables[i].off, sizeof(v));
+			sp_json_key(j, m->tunables[i].name), sp_json_u64(j, v);
+		}
+		sp_json_end_object(j);
+	}
+	m->status(pin_dir, j->out, true);
+	sp_json_end_object(j);
+}
+
+static void status_json(const char *pin_dir, const struct sp_meta *meta, bool alive,
+			unsigned long long up)
+{
+	struct sp_json j;
+
+	sp_json_init(&j, stdout);
+	sp_json_begin_object(&j);
+	sp_json_key(&j, "pid"), sp_json_u64(&j, meta->pid);
+	sp_json_key(&j, "alive"), sp_json_bool(&j, alive);
+	sp_json_key(&j, "uptime_s"), sp_json_u64(&j, up);
+	sp_json_key(&j, "pin_path"), sp_json_str(&j, pin_dir);
+	sp_json_key(&j, "cgroup"), sp_json_strn(&j, meta->cgroup, sizeof(meta->cgroup));
+	sp_json_key(&j, "ifaces");
+	sp_json_begin_array(&j);
+	for (__u32 i = 0; i < meta->nr_ifaces && i < SP_MAX_IFACES; i++) {
+		char name[IF_NAMESIZE] = "?";
+
+		if_indextoname(meta->ifindex[i], name);
+		sp_json_str(&j, name);
+	}
+	sp_json_end_array(&j);
+	sp_json_key(&j, "modules");
+	sp_json_begin_object(&j);
+	for (int i = 0; i < sp_nr_modules; i++)
+		if (meta->modules & (1u << i))
+			module_json(pin_dir, sp_modules[i], &j);
+	sp_json_end_object(&j);
+	sp_json_key(&j, "programs");
+	sp_json_begin_array(&j);
+	print_progs(meta, &j, stdout);
+	sp_json_end_array(&j);
+	sp_json_end_object(&j);
+	putchar('\n');
 }
 
 static void usage_status(FILE *out)
@@ -118,6 +172,7 @@ int cmd_status(int argc, char **argv)
 		return rc;
 	if (optind < argc)
 		return sp_fail(2, "status: unexpected argument '%s'", argv[optind]);
+	sp_pin_errors = 0;
 	if (read_meta(pin_dir, &meta))
 		return 1;
 	alive = !kill(meta.pid, 0);
@@ -128,52 +183,31 @@ int cmd_status(int argc, char **argv)
 		up = ts.tv_sec - meta.started_ns / 1000000000ULL;
 	}
 	if (json) {
-		printf("{\"pid\":%u,\"alive\":%s,\"uptime_s\":%llu,\"pin_path\":", meta.pid,
-		       alive ? "true" : "false", up);
-		json_str(stdout, pin_dir);
-		printf(",\"cgroup\":");
-		json_str(stdout, meta.cgroup);
-		printf(",\"ifaces\":[");
-	} else {
-		printf("stackpilot pid %u%s, up %llu s, pins %s\n", meta.pid,
-		       alive ? "" : " (not running: stale pins)", up, pin_dir);
-		if (meta.cgroup[0])
-			printf("cgroup %s\n", meta.cgroup);
+		status_json(pin_dir, &meta, alive, up);
+		return sp_pin_errors ? 1 : 0;
 	}
+	printf("stackpilot pid %u%s, up %llu s, pins %s\n", meta.pid,
+	       alive ? "" : " (not running: stale pins)", up, pin_dir);
+	if (meta.cgroup[0])
+		printf("cgroup %.*s\n", (int)sizeof(meta.cgroup), meta.cgroup);
 	for (__u32 i = 0; i < meta.nr_ifaces && i < SP_MAX_IFACES; i++) {
 		char name[IF_NAMESIZE] = "?";
 
 		if_indextoname(meta.ifindex[i], name);
-		if (json)
-			printf("%s", i ? "," : ""), json_str(stdout, name);
-		else
-			printf("%s%s", i ? "," : "iface ", name);
+		printf("%s%s", i ? "," : "iface ", name);
 	}
-	if (json)
-		printf("],\"modules\":{");
-	else if (meta.nr_ifaces)
+	if (meta.nr_ifaces)
 		printf("\n");
-	for (int i = 0, n = 0; i < sp_nr_modules; i++) {
+	for (int i = 0; i < sp_nr_modules; i++) {
 		if (!(meta.modules & (1u << i)))
 			continue;
-		if (json) {
-			printf("%s\"%s\":{", n++ ? "," : "", sp_modules[i]->name);
-			sp_modules[i]->status(pin_dir, stdout, true);
-			printf("}");
-		} else {
-			printf("%s:\n", sp_modules[i]->name);
-			sp_modules[i]->status(pin_dir, stdout, false);
-		}
+		printf("%s:\n", sp_modules[i]->name);
+		sp_modules[i]->status(pin_dir, stdout, false);
 	}
-	if (json) {
-		printf("},\"programs\":[");
-		print_progs(&meta, stdout, true);
-		printf("]}\n");
-	} else {
-		printf("programs:\n");
-		print_progs(&meta, stdout, false);
-	}
-	return 0;
+	printf("programs:\n");
+	print_progs(&meta, NULL, stdout);
+	/* Output stays well-formed, but a missing pin is a failure to report. */
+	return sp_pin_errors ? 1 : 0;
 }
 
 static void list_tunables(FILE *out)
@@ -207,27 +241,12 @@ static void usage_set(FILE *out)
 	list_tunables(out);
 }
 
-static int cfg_rw(const char *pin_dir, const struct sp_module *m, void *cfg, bool write)
-{
-	__u32 zero = 0;
-	int fd = sp_open_pinned(pin_dir, m->cfg_map), err;
-
-	if (fd < 0)
-		return -1;
-	err = write ? bpf_map_update_elem(fd, &zero, cfg, BPF_EXIST)
-		    : bpf_map_lookup_elem(fd, &zero, cfg);
-	close(fd);
-	if (err)
-		return sp_err("%s/%s: %s", pin_dir, m->cfg_map, strerror(errno));
-	return 0;
-}
-
 static int get_one(const char *pin_dir, const struct sp_module *m, const struct sp_tunable *t)
 {
 	unsigned char cfg[256];
 	__u32 v;
 
-	if (cfg_rw(pin_dir, m, cfg, false))
+	if (sp_cfg_read(pin_dir, m, cfg))
 		return -1;
 	memcpy(&v, cfg + t->off, sizeof(v));
 	printf("%s.%s=%u\n", m->name, t->name, v);
@@ -275,9 +294,9 @@ int cmd_set(int argc, char **argv)
 	char pin_dir[256];
 	const struct sp_module *m;
 	const struct sp_tunable *t;
-	unsigned char cfg[256];
-	__u32 v;
-	int rc = parse_common(argc, argv, pin_dir, sizeof(pin_dir), NULL, usage_set);
+	unsigned char cfg[SP_MAX_MODULES][256];
+	__u32 v, touched = 0;
+	int idx, rc = parse_common(argc, argv, pin_dir, sizeof(pin_dir), NULL, usage_set);
 
 	if (rc >= 0)
 		return rc;
@@ -286,14 +305,24 @@ int cmd_set(int argc, char **argv)
 	for (int i = optind; i < argc; i++)
 		if (sp_parse_assignment(argv[i], &m, &t, &v))
 			return 2;
-	/* Read-modify-write per assignment: other fields keep their values. */
+	/*
+	 * Read every module's config before writing any, so an assignment to
+	 * a module that is not loaded fails the whole command with nothing
+	 * written; each module's map is then written once, other fields kept.
+	 */
 	for (int i = optind; i < argc; i++) {
 		sp_parse_assignment(argv[i], &m, &t, &v);
-		if (cfg_rw(pin_dir, m, cfg, false))
+		sp_module_find(m->name, &idx);
+		if (!(touched & (1u << idx)) && sp_cfg_read(pin_dir, m, cfg[idx]))
 			return 1;
-		memcpy(cfg + t->off, &v, sizeof(v));
-		if (cfg_rw(pin_dir, m, cfg, true))
+		touched |= 1u << idx;
+		memcpy(cfg[idx] + t->off, &v, sizeof(v));
+	}
+	for (int i = 0; i < sp_nr_modules; i++)
+		if ((touched & (1u << i)) && sp_cfg_write(pin_dir, sp_modules[i], cfg[i]))
 			return 1;
+	for (int i = optind; i < argc; i++) {
+		sp_parse_assignment(argv[i], &m, &t, &v);
 		printf("%s.%s=%u\n", m->name, t->name, v);
 	}
 	return 0;

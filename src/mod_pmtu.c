@@ -35,24 +35,9 @@
 #endif
 #define RTPROT_STACKPILOT 0xa5	/* marks the routes this module installs */
 
-#define F(x) offsetof(struct sp_pmtu_cfg, x)
 static const struct sp_tunable tunables[] = {
-	{ "prefix4", F(prefix4), 0, 32, 32, "IPv4 destinations share what is learned by this prefix" },
-	{ "prefix6", F(prefix6), 0, 128, 64, "IPv6 destinations share what is learned by this prefix" },
-	{ "learn_kb", F(learn_kb), 4, 1 << 20, 64,
-	  "KiB a connection delivers without an RTO to prove its MTU good" },
-	{ "threshold", F(threshold), 1, 1024, 8, "search stops when high - low < threshold bytes" },
-	{ "max_step_pct", F(max_step_pct), 101, 1000, 200,
-	  "a probe is at most low * max_step_pct / 100 (Heffner: 2x)" },
-	{ "max_probes", F(max_probes), 1, 10, 3, "tries per probe size before it counts as too big" },
-	{ "probe_timeout_ms", F(probe_timeout_ms), 10, 10000, 500,
-	  "longest wait for a probe's answer (shorter: 4x the base probe's RTT)" },
-	{ "interval_s", F(interval_s), 1, 86400, 600,
-	  "entries expire after this and are searched again (RFC 4821 raise timer)" },
-	{ "base_mss", F(base_mss), 500, 9000, 1024, "first probe size as an MSS, as tcp_base_mss" },
-	{ "route", F(route), 0, 1, 0, "1: install a route MTU for searched destinations" },
+	SP_PMTU_TUNABLES(SP_TUNABLE_ROW, struct sp_pmtu_cfg)
 };
-#undef F
 
 #define MAX_PENDING 64
 #define MAX_ROUTES 256

@@ -10,22 +10,9 @@
 #include "sp.h"
 #include "rehash.skel.h"
 
-#define F(x) offsetof(struct sp_rehash_cfg, x)
 static const struct sp_tunable tunables[] = {
-	{ "prob", F(prob), 0, 100, 20,
-	  "percent chance to rehash per non-RTO loss-recovery episode" },
-	{ "mode", F(mode), 0, 1, 0,
-	  "0: no balancing rehash once a flow had an RTO; 1: always" },
-	{ "rounds", F(rounds), 0, 1000, 0,
-	  "rehash after this many congested rounds in a row; 0 = off" },
-	{ "delay_pct", F(delay_pct), 100, 10000, 150,
-	  "a round is congested if srtt > min_rtt * delay_pct / 100" },
-	{ "pause_ms", F(pause_ms), 0, 600000, 2000,
-	  "no rounds-trigger rehash for this long after an RTO" },
-	{ "defer_rtts", F(defer_rtts), 0, 1000, 2,
-	  "apply a deferred rehash after this many srtt even if unsafe; 0 = wait" },
+	SP_REHASH_TUNABLES(SP_TUNABLE_ROW, struct sp_rehash_cfg)
 };
-#undef F
 
 static struct rehash_bpf *skel;
 static struct bpf_link *sp_link;
@@ -62,6 +49,40 @@ static const char *const names[SP_RH_NR] = {
 	[SP_RH_RTO] = "rto", [SP_RH_ROUNDS] = "rounds_trigger",
 };
 
+static void conn_addrs(const struct sp_rehash_conn_key *k, char *s, char *d)
+{
+	int af = k->family == AF_INET ? AF_INET : AF_INET6;
+
+	inet_ntop(af, k->saddr, s, INET6_ADDRSTRLEN);
+	inet_ntop(af, k->daddr, d, INET6_ADDRSTRLEN);
+}
+
+static void print_conns_json(const struct sp_rehash_conn_key *k, const struct sp_rehash_conn *v,
+			     int n, FILE *out)
+{
+	struct sp_json j;
+
+	sp_json_init_member(&j, out);
+	sp_json_key(&j, "connections");
+	sp_json_begin_array(&j);
+	for (int i = 0; i < n; i++) {
+		char s[INET6_ADDRSTRLEN], d[INET6_ADDRSTRLEN];
+
+		conn_addrs(&k[i], s, d);
+		sp_json_begin_object(&j);
+		sp_json_key(&j, "src"), sp_json_str(&j, s);
+		sp_json_key(&j, "sport"), sp_json_u64(&j, k[i].sport);
+		sp_json_key(&j, "dst"), sp_json_str(&j, d);
+		sp_json_key(&j, "dport"), sp_json_u64(&j, k[i].dport);
+		sp_json_key(&j, "rehashes"), sp_json_u64(&j, v[i].rehashes);
+		sp_json_key(&j, "episodes"), sp_json_u64(&j, v[i].episodes);
+		sp_json_key(&j, "rtos"), sp_json_u64(&j, v[i].rtos);
+		sp_json_key(&j, "txhash"), sp_json_u64(&j, v[i].txhash);
+		sp_json_end_object(&j);
+	}
+	sp_json_end_array(&j);
+}
+
 /* Connections with at least one rehash, most rehashed first (at most 10). */
 static void print_conns(const char *pin_dir, FILE *out, bool json)
 {
@@ -89,28 +110,20 @@ static void print_conns(const char *pin_dir, FILE *out, bool json)
 		top_v[i] = v;
 	}
 	close(fd);
-	if (json)
-		fprintf(out, ",\"connections\":[");
-	else if (n)
+	if (json) {
+		print_conns_json(top_k, top_v, n, out);
+		return;
+	}
+	if (n)
 		fprintf(out, "  connections (most rehashed first):\n");
 	for (int i = 0; i < n; i++) {
 		char s[INET6_ADDRSTRLEN], d[INET6_ADDRSTRLEN];
-		int af = top_k[i].family == AF_INET ? AF_INET : AF_INET6;
 
-		inet_ntop(af, top_k[i].saddr, s, sizeof(s));
-		inet_ntop(af, top_k[i].daddr, d, sizeof(d));
-		if (json)
-			fprintf(out, "%s{\"src\":\"%s\",\"sport\":%u,\"dst\":\"%s\",\"dport\":%u,"
-				"\"rehashes\":%u,\"episodes\":%u,\"rtos\":%u,\"txhash\":%u}",
-				i ? "," : "", s, top_k[i].sport, d, top_k[i].dport,
-				top_v[i].rehashes, top_v[i].episodes, top_v[i].rtos, top_v[i].txhash);
-		else
-			fprintf(out, "    %s.%u > %s.%u rehashes %u episodes %u rtos %u\n", s,
-				top_k[i].sport, d, top_k[i].dport, top_v[i].rehashes,
-				top_v[i].episodes, top_v[i].rtos);
+		conn_addrs(&top_k[i], s, d);
+		fprintf(out, "    %s.%u > %s.%u rehashes %u episodes %u rtos %u\n", s,
+			top_k[i].sport, d, top_k[i].dport, top_v[i].rehashes,
+			top_v[i].episodes, top_v[i].rtos);
 	}
-	if (json)
-		fprintf(out, "]");
 }
 
 static void status(const char *pin_dir, FILE *out, bool json)

@@ -8,8 +8,7 @@
 #include "tcpstats.skel.h"
 
 static const struct sp_tunable tunables[] = {
-	{ "port", offsetof(struct sp_tcpstats_cfg, port), 0, 65535, 0,
-	  "count only connections with this local or remote port; 0 = all" },
+	SP_TCPSTATS_TUNABLES(SP_TUNABLE_ROW, struct sp_tcpstats_cfg)
 };
 
 static struct tcpstats_bpf *skel;

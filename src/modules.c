@@ -100,6 +100,8 @@ int sp_parse_assignment(const char *arg, const struct sp_module **mod,
 	err = sp_parse_u32(eq + 1, (*t)->min, (*t)->max, val);
 	if (err == -ERANGE)
 		return sp_err("%s=%s: out of range [%u, %u]", key, eq + 1, (*t)->min, (*t)->max);
+	if (err == -EDOM)
+		return sp_err("%s=%s: leading zeros not allowed (decimal, or 0x for hex)", key, eq + 1);
 	if (err)
 		return sp_err("%s=%s: not a number", key, eq + 1);
 	return 0;
@@ -115,6 +117,46 @@ int sp_cfg_write_defaults(const struct sp_module *m, int map_fd)
 	if (bpf_map_update_elem(map_fd, &zero, cfg, BPF_ANY))
 		return sp_err("%s: writing default tunables: %s", m->name, strerror(errno));
 	return 0;
+}
+
+/* A module's pinned config; fails with one line when the module is not loaded. */
+static int cfg_open(const char *pin_dir, const struct sp_module *m, char *path, size_t len)
+{
+	if (sp_pin_path(path, len, pin_dir, m->cfg_map))
+		return -1;
+	if (access(path, F_OK))
+		return sp_pin_errors++, sp_err("module %s is not loaded: no %s (is `stackpilot run` "
+					       "active with this --pin-path and that module?)",
+					       m->name, path);
+	return sp_open_pinned(pin_dir, m->cfg_map);
+}
+
+int sp_cfg_read(const char *pin_dir, const struct sp_module *m, void *cfg)
+{
+	char path[512];
+	__u32 zero = 0;
+	int fd = cfg_open(pin_dir, m, path, sizeof(path)), err;
+
+	if (fd < 0)
+		return -1;
+	err = sp_map_lookup_sized(fd, &zero, cfg, m->cfg_size);
+	close(fd);
+	if (err == -EMSGSIZE)
+		return sp_err("%s: not %s's config map (value size differs)", path, m->name);
+	return err ? sp_err("%s: %s", path, strerror(-err)) : 0;
+}
+
+int sp_cfg_write(const char *pin_dir, const struct sp_module *m, const void *cfg)
+{
+	char path[512];
+	__u32 zero = 0;
+	int fd = cfg_open(pin_dir, m, path, sizeof(path)), err;
+
+	if (fd < 0)
+		return -1;
+	err = bpf_map_update_elem(fd, &zero, cfg, BPF_EXIST) ? -errno : 0;
+	close(fd);
+	return err ? sp_err("%s: %s", path, strerror(-err)) : 0;
 }
 
 /* Pin every named map of a module (not .rodata/.bss) as PIN_DIR/<map name>. */
@@ -180,20 +222,22 @@ void sp_module_unpublish(struct sp_run *run, struct bpf_object *obj, struct bpf_
 	sp_unpin_obj_maps(obj, run->pin_dir);
 }
 
-/* Print a pinned per-CPU counter array, summed over CPUs. */
+/* Print a pinned per-CPU counter array, summed over CPUs (json: as members). */
 void sp_print_counters(const char *pin_dir, const char *map, const char *const *names,
 		       int n, FILE *out, bool json)
 {
 	int fd = sp_open_pinned(pin_dir, map);
+	struct sp_json j;
 	__u64 v;
 
 	if (fd < 0)
 		return;
+	sp_json_init_member(&j, out);
 	for (int i = 0; i < n; i++) {
 		if (sp_sum_percpu(fd, i, &v))
 			v = 0;
 		if (json)
-			fprintf(out, "%s\"%s\":%llu", i ? "," : "", names[i], (unsigned long long)v);
+			sp_json_key(&j, names[i]), sp_json_u64(&j, v);
 		else
 			fprintf(out, "  %-22s %llu\n", names[i], (unsigned long long)v);
 	}

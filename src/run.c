@@ -225,7 +225,7 @@ int cmd_run(int argc, char **argv)
 	}
 	if (sp_ensure_bpffs(run.pin_dir))
 		return 1;
-	lock_fd = lock_pin_dir(run.pin_dir);
+	lock_fd = sp_lock_targets(&run) ? -1 : lock_pin_dir(run.pin_dir);
 	if (lock_fd < 0)
 		return 1;
 

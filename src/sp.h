@@ -4,6 +4,7 @@
 #define SP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <linux/types.h>
 #include "stackpilot.h"
@@ -18,6 +19,13 @@ struct sp_tunable {
 	__u32 def;
 	const char *help;
 };
+
+/*
+ * One row of a module's loader table, from its X-macro list in stackpilot.h:
+ * static const struct sp_tunable t[] = { SP_X_TUNABLES(SP_TUNABLE_ROW, struct sp_x_cfg) };
+ */
+#define SP_TUNABLE_ROW(cfg_type, name, min, max, def, oor, help) \
+	{ #name, offsetof(cfg_type, name), min, max, def, help },
 
 struct sp_run;
 
@@ -40,6 +48,7 @@ struct sp_module {
 	void (*status)(const char *pin_dir, FILE *out, bool json);
 };
 
+#define SP_MAX_MODULES	16	/* bits of sp_meta.modules that are used */
 extern const struct sp_module *const sp_modules[];
 extern const int sp_nr_modules;
 extern const struct sp_module sp_mod_tcpstats, sp_mod_rehash, sp_mod_fragguard, sp_mod_pmtu;
@@ -70,6 +79,8 @@ int sp_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int sp_parse_u32(const char *s, __u32 min, __u32 max, __u32 *out);
 int sp_check_privileges(void);
 int sp_check_btf(const char *btf_path);
+int sp_private_dir(const char *path, bool create);
+int sp_lock_targets(struct sp_run *run);
 int sp_ensure_bpffs(const char *pin_dir);
 int sp_cgroup2_mount(char *buf, size_t len);
 extern bool sp_mounted_bpffs, sp_mounted_cgroup2;
@@ -78,6 +89,8 @@ int sp_resolve_cgroup(const char *arg, char *out, size_t len);
 int sp_pin_path(char *buf, size_t len, const char *pin_dir, const char *name);
 int sp_sum_percpu(int map_fd, __u32 key, __u64 *sum);
 int sp_open_pinned(const char *pin_dir, const char *name);
+extern int sp_pin_errors;	/* sp_open_pinned() failures, for status's exit code */
+int sp_map_lookup_sized(int fd, const void *key, void *val, __u32 size);
 void sp_run_add_prog(struct sp_run *run, int prog_fd);
 
 /* modules.c */
@@ -88,6 +101,8 @@ const struct sp_tunable *sp_tunable_find(const char *key,
 int sp_parse_assignment(const char *arg, const struct sp_module **mod,
 			const struct sp_tunable **t, __u32 *val);
 int sp_cfg_write_defaults(const struct sp_module *m, int map_fd);
+int sp_cfg_read(const char *pin_dir, const struct sp_module *m, void *cfg);
+int sp_cfg_write(const char *pin_dir, const struct sp_module *m, const void *cfg);
 int sp_pin_obj_maps(struct bpf_object *obj, const char *pin_dir);
 void sp_unpin_obj_maps(struct bpf_object *obj, const char *pin_dir);
 struct bpf_program;
@@ -98,6 +113,28 @@ int sp_module_publish(struct sp_run *run, const struct sp_module *m,
 void sp_module_unpublish(struct sp_run *run, struct bpf_object *obj, struct bpf_link **link);
 void sp_print_counters(const char *pin_dir, const char *map, const char *const *names,
 		       int n, FILE *out, bool json);
+
+/* json.c: commas are placed by the writer, never by hand. */
+struct sp_json {
+	FILE *out;
+	int depth;
+	__u32 nonempty;		/* bit d: the container at depth d has an element */
+	bool after_key;
+};
+void sp_json_init(struct sp_json *j, FILE *out);
+void sp_json_init_member(struct sp_json *j, FILE *out);
+void sp_json_begin_object(struct sp_json *j);
+void sp_json_end_object(struct sp_json *j);
+void sp_json_begin_array(struct sp_json *j);
+void sp_json_end_array(struct sp_json *j);
+void sp_json_key(struct sp_json *j, const char *key);
+void sp_json_str(struct sp_json *j, const char *s);
+void sp_json_strn(struct sp_json *j, const char *s, size_t max);
+void sp_json_u64(struct sp_json *j, unsigned long long v);
+void sp_json_s64(struct sp_json *j, long long v);
+void sp_json_double(struct sp_json *j, double v);
+void sp_json_bool(struct sp_json *j, bool v);
+void sp_json_null(struct sp_json *j);
 
 /* commands */
 int cmd_run(int argc, char **argv);

@@ -14,6 +14,7 @@
 #include <linux/magic.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <bpf/btf.h>
 #include "sp.h"
 
 /* Every user-facing error is one line on stderr; callers return its -1. */
@@ -29,16 +30,25 @@ int sp_err(const char *fmt, ...)
 	return -1;
 }
 
-/* Decimal or 0x-hex, no sign, no trailing garbage, within [min, max]. */
+/*
+ * Decimal or 0x-hex, no sign, no trailing garbage, within [min, max].
+ * A leading zero is refused (-EDOM), not read as octal: "010" is not 8.
+ */
 int sp_parse_u32(const char *s, __u32 min, __u32 max, __u32 *out)
 {
 	unsigned long long v;
+	bool hex;
 	char *end;
 
 	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
 		return -EINVAL;
+	hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+	if (s[0] == '0' && s[1] && !hex)
+		return s[1] >= '0' && s[1] <= '9' ? -EDOM : -EINVAL;
+	if (hex && (!s[2] || s[2] == '-' || s[2] == '+' || s[2] == ' '))
+		return -EINVAL;
 	errno = 0;
-	v = strtoull(s, &end, 0);
+	v = strtoull(s, &end, hex ? 16 : 10);
 	if (errno || *end)
 		return -EINVAL;
 	if (v < min || v > max)
@@ -77,10 +87,25 @@ int sp_check_privileges(void)
 int sp_check_btf(const char *btf_path)
 {
 	const char *p = btf_path ? btf_path : "/sys/kernel/btf/vmlinux";
+	struct btf *btf;
 
 	if (access(p, R_OK))
 		return sp_err("no kernel BTF at %s (%s): stackpilot needs a kernel built with CONFIG_DEBUG_INFO_BTF, or --btf FILE",
 			      p, strerror(errno));
+	if (!btf_path)
+		return 0;
+	/* libbpf would fail later with its own error numbers (4001 for bad magic). */
+	libbpf_print_fn_t print = libbpf_set_print(NULL);	/* one line: ours */
+
+	btf = btf__parse(p, NULL);
+	libbpf_set_print(print);
+	if (!btf)
+		return sp_err("--btf %s: not a BTF file (raw BTF or an ELF file with a .BTF section)", p);
+	if (!btf__find_by_name_kind(btf, "bpf_sock_ops_kern", BTF_KIND_STRUCT)) {
+		btf__free(btf);
+		return sp_err("--btf %s: BTF without kernel types (no struct bpf_sock_ops_kern): not a vmlinux BTF", p);
+	}
+	btf__free(btf);
 	return 0;
 }
 
@@ -93,7 +118,8 @@ static bool is_fs(const char *path, long magic)
 
 /*
  * The pin folder must be on a bpf filesystem. `ip netns exec` remounts /sys
- * without one, so mount /sys/fs/bpf when that is where the pins go.
+ * without one, so mount /sys/fs/bpf when that is where the pins go. A pin
+ * folder that exists must be ours; sp_lock_targets() makes a missing one.
  */
 int sp_ensure_bpffs(const char *pin_dir)
 {
@@ -105,16 +131,16 @@ int sp_ensure_bpffs(const char *pin_dir)
 	if (!slash || slash == parent)
 		return sp_err("pin path %s: must be a folder below a bpf filesystem", pin_dir);
 	*slash = '\0';
-	if (is_fs(parent, BPF_FS_MAGIC))
-		return 0;
-	if (strcmp(parent, "/sys/fs/bpf"))
-		return sp_err("pin path %s: %s is not a bpf filesystem", pin_dir, parent);
-	if (mkdir(parent, 0755) && errno != EEXIST)
-		return sp_err("cannot mount bpffs at %s: mkdir: %s", parent, strerror(errno));
-	if (mount("bpf", parent, "bpf", 0, "mode=0700"))
-		return sp_err("cannot mount bpffs at %s: %s", parent, strerror(errno));
-	sp_mounted_bpffs = true;
-	return 0;
+	if (!is_fs(parent, BPF_FS_MAGIC)) {
+		if (strcmp(parent, "/sys/fs/bpf"))
+			return sp_err("pin path %s: %s is not a bpf filesystem", pin_dir, parent);
+		if (mkdir(parent, 0755) && errno != EEXIST)
+			return sp_err("cannot mount bpffs at %s: mkdir: %s", parent, strerror(errno));
+		if (mount("bpf", parent, "bpf", 0, "mode=0700"))
+			return sp_err("cannot mount bpffs at %s: %s", parent, strerror(errno));
+		sp_mounted_bpffs = true;
+	}
+	return sp_private_dir(pin_dir, false);
 }
 
 bool sp_mounted_bpffs, sp_mounted_cgroup2;
@@ -186,24 +212,48 @@ int sp_cgroup2_mount(char *buf, size_t len)
 	return 0;
 }
 
-/* PATH absolute, or relative to the cgroup v2 mount; must be a cgroup v2 folder. */
+/*
+ * PATH absolute, or relative to the cgroup v2 mount, naming an existing cgroup
+ * v2 folder strictly below a cgroup v2 mount; "/" alone names the mount's
+ * root. Anything that normalises to the root ("", ".", "x/..", the mount
+ * point itself) is refused: attaching there means every process on the host,
+ * which must be asked for explicitly.
+ */
 int sp_resolve_cgroup(const char *arg, char *out, size_t len)
 {
-	char mnt[PATH_MAX];
-	struct stat st;
+	char mnt[PATH_MAX], path[PATH_MAX], real[PATH_MAX];
+	struct stat st, up;
 
+	if (!arg)
+		return sp_err("--cgroup PATH is needed by the chosen modules (--cgroup / for the whole host)");
+	if (!*arg)
+		return sp_err("--cgroup '': empty path (--cgroup / for the whole host)");
 	if (sp_cgroup2_mount(mnt, sizeof(mnt)))
 		return -1;
-	if (!arg || !*arg)
+	if (!strcmp(arg, "/")) {
+		if (strlen(mnt) >= len)
+			return sp_err("cgroup v2 mount %s: path too long", mnt);
 		snprintf(out, len, "%s", mnt);
-	else if (arg[0] == '/')
-		snprintf(out, len, "%s", arg);
-	else if ((size_t)snprintf(out, len, "%s/%s", mnt, arg) >= len)
-		return sp_err("cgroup path too long: %s", arg);
-	if (stat(out, &st) || !S_ISDIR(st.st_mode))
-		return sp_err("cgroup %s does not exist", out);
-	if (!is_fs(out, CGROUP2_SUPER_MAGIC))
-		return sp_err("cgroup %s is not on cgroup v2 (that is mounted at %s)", out, mnt);
+		return 0;
+	}
+	if (strlen(arg) >= len)
+		return sp_err("--cgroup: path longer than %zu characters", len - 1);
+	if ((size_t)snprintf(path, sizeof(path), arg[0] == '/' ? "%s%s" : "%s/%s",
+			     arg[0] == '/' ? "" : mnt, arg) >= len)
+		return sp_err("--cgroup %s: %s/%s is longer than %zu characters", arg, mnt, arg, len - 1);
+	if (!realpath(path, real) || stat(real, &st) || !S_ISDIR(st.st_mode))
+		return sp_err("cgroup %s does not exist", path);
+	if (strlen(real) >= len)
+		return sp_err("cgroup %s: resolves to a path longer than %zu characters", path, len - 1);
+	if (!is_fs(real, CGROUP2_SUPER_MAGIC))
+		return sp_err("cgroup %s is not on cgroup v2 (that is mounted at %s)", real, mnt);
+	/* Below a mount, the parent is on the same cgroup v2 filesystem. */
+	snprintf(path, sizeof(path), "%s/..", real);
+	if (!strcmp(real, "/") || stat(path, &up) || up.st_dev != st.st_dev ||
+	    !is_fs(path, CGROUP2_SUPER_MAGIC))
+		return sp_err("--cgroup %s names the root of cgroup v2 mount %s (every process): "
+			      "use --cgroup / for that", arg, real);
+	snprintf(out, len, "%s", real);
 	return 0;
 }
 
@@ -227,6 +277,8 @@ int sp_sum_percpu(int map_fd, __u32 key, __u64 *sum)
 	return 0;
 }
 
+int sp_pin_errors;
+
 /* A pinned object of the running stackpilot, or -1 after printing why. */
 int sp_open_pinned(const char *pin_dir, const char *name)
 {
@@ -234,12 +286,30 @@ int sp_open_pinned(const char *pin_dir, const char *name)
 	int fd;
 
 	if (sp_pin_path(path, sizeof(path), pin_dir, name))
-		return -1;
+		return sp_pin_errors++, -1;
 	fd = bpf_obj_get(path);
 	if (fd < 0)
-		return sp_err("%s: %s (is `stackpilot run` active with this --pin-path?)",
+		return sp_pin_errors++, sp_err("%s: %s (is `stackpilot run` active with this --pin-path?)",
 			      path, strerror(errno));
 	return fd;
+}
+
+/*
+ * Look up a value of a map someone else may have pinned: the kernel copies
+ * the map's value size, whatever buffer we pass, so check that size first.
+ * Returns 0, -EMSGSIZE, or -errno.
+ */
+int sp_map_lookup_sized(int fd, const void *key, void *val, __u32 size)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+
+	if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		return -errno;
+	if (info.value_size != size || info.key_size != sizeof(__u32) ||
+	    info.type != BPF_MAP_TYPE_ARRAY)
+		return -EMSGSIZE;
+	return bpf_map_lookup_elem(fd, key, val) ? -errno : 0;
 }
 
 void sp_run_add_prog(struct sp_run *run, int prog_fd)

@@ -76,22 +76,65 @@ t_bpffs_not_mountable() {
 	assert_nothing_left
 }
 
+# One run per cgroup and per interface, whatever the pin folder: a second
+# is refused with one line naming the first one's pid.
 t_second_run_refused() {
 	make_cgroup
 	sp_start --cgroup "$CG" --modules tcpstats
 	local before=$(cgroup_progs)
-	expect_error 1 "another \`stackpilot run\` is active on $PIN" "$SP" run --pin-path "$PIN" --cgroup "$CG"
-	assert_eq "$(cgroup_progs)" "$before" "programs on the cgroup after a refused second run"
+	expect_error 1 "another \`stackpilot run\` (pid $SP_PID) is attached to cgroup $CG" \
+		timeout 5 "$SP" run --pin-path "$PIN" --cgroup "$CG"
+	expect_error 1 "another \`stackpilot run\` (pid $SP_PID) is attached to cgroup $CG" \
+		timeout 5 "$SP" run --pin-path "$PIN-2" --cgroup "$CG" --modules tcpstats
+	[ ! -e "$PIN-2" ] || fail "a refused run left its pin folder"
+	assert_eq "$(cgroup_progs)" "$before" "programs on the cgroup after refused second runs"
 	kill -0 "$SP_PID" || fail "first run died"
-	# Another pin folder is another instance, and may run beside it.
-	"$SP" run --pin-path "$PIN-2" --cgroup "$CG" --modules tcpstats --interval 0 >"$TMP/second" 2>&1 &
+	# Another cgroup (here a child of the first) is another target.
+	mkdir "$CG/c2"; on_exit "rmdir $CG/c2"
+	"$SP" run --pin-path "$PIN-2" --cgroup "$CG/c2" --modules tcpstats --interval 0 >"$TMP/second" 2>&1 &
 	local p2=$!
 	on_exit "kill $p2; rm -rf $PIN-2"
 	for _ in $(seq 50); do grep -q attached "$TMP/second" && break; sleep 0.1; done
-	grep -q attached "$TMP/second" || fail "second instance on another pin folder: $(cat "$TMP/second")"
-	assert_eq "$(cgroup_progs | wc -l)" 2 "programs with two instances"
+	grep -q attached "$TMP/second" || fail "run on another cgroup: $(cat "$TMP/second")"
 	kill -INT $p2; wait $p2 || fail "second instance exit $?"
 	assert_eq "$(cgroup_progs)" "$before" "programs after the second instance left"
+	sp_stop || fail "first run exit"
+	# Its lock went with it: a new run may take the cgroup.
+	sp_start --cgroup "$CG" --modules tcpstats
+}
+
+# The pin folder's lock is gone with the folder; the cgroup's is not.
+t_second_run_refused_pins_removed() {
+	make_cgroup
+	sp_start --cgroup "$CG" --modules tcpstats
+	rm -rf "$PIN"
+	expect_error 1 "another \`stackpilot run\` (pid $SP_PID) is attached to cgroup $CG" \
+		timeout 5 "$SP" run --pin-path "$PIN" --cgroup "$CG" --modules tcpstats
+	assert_eq "$(cgroup_progs | wc -l)" 1 "programs on the cgroup"
+	# A run killed with SIGKILL leaves its lock file, but not its lock.
+	sp_stop KILL
+	sp_start --cgroup "$CG" --modules tcpstats
+}
+
+# Two `ip netns exec` runs have a mount namespace (and bpffs) each; they
+# still meet on the interface's lock. The same ifindex in another namespace
+# is another interface.
+t_second_run_refused_netns() {
+	netns_pair
+	SP_NS=$NS_B sp_start --modules fragguard --iface "v${ID}b"
+	expect_error 1 "another \`stackpilot run\` (pid $SP_PID) is attached to interface v${ID}b" \
+		timeout 5 ip netns exec "$NS_B" "$SP" run --pin-path "$PIN" --modules fragguard --iface "v${ID}b"
+	expect_error 1 "another \`stackpilot run\` (pid $SP_PID) is attached to interface v${ID}b" \
+		timeout 5 ip netns exec "$NS_B" "$SP" run --pin-path "$PIN-2" --modules fragguard --iface lo --iface "v${ID}b"
+	kill -0 "$SP_PID" || fail "first run died"
+	ip -n "$NS_A" link set "v${ID}a" name "v${ID}b" || fail rename
+	ip netns exec "$NS_A" "$SP" run --pin-path "$PIN" --modules fragguard --iface "v${ID}b" --interval 0 \
+		>"$TMP/a.out" 2>&1 &
+	local pa=$!
+	BG_PIDS+=($pa)
+	for _ in $(seq 50); do grep -q attached "$TMP/a.out" && break; sleep 0.1; done
+	grep -q attached "$TMP/a.out" || fail "run in another namespace: $(cat "$TMP/a.out")"
+	kill -INT $pa; wait $pa || fail "run in $NS_A exit $?"
 }
 
 t_signal_cleanup() {
@@ -206,12 +249,10 @@ t_status_json() {
 # The README's main-job command: attaches to the root cgroup, shows status,
 # and Ctrl-C (SIGINT to its process group) leaves the system as before.
 t_readme_main_job() {
-	local cmd before_p before_c
+	local cmd ids id
 	cmd=$(sed -n '/^```sh$/,/^```$/p' "$ROOT/README.md" | grep -m1 '^make run' | sed 's/ *#.*//')
 	[ "$cmd" = "make run" ] || fail "README main command not found: '$cmd'"
 	[ -e /sys/fs/bpf/stackpilot ] && fail "a stackpilot instance is already running on this host"
-	before_p=$(bpftool prog show | grep -c '^[0-9]')
-	before_c=$(bpftool cgroup tree "$CG2")
 	on_exit "rm -rf /sys/fs/bpf/stackpilot"
 	# A session of its own, as a terminal would give it; $$ of that sh is its id.
 	setsid sh -c 'echo $$ >"$0/sid"; cd "$1" && exec '"$cmd"' ARGS="--interval 1"' \
@@ -223,12 +264,120 @@ t_readme_main_job() {
 	on_exit "kill -KILL -- -$sid"
 	grep -q "^stackpilot: attached tcpstats rehash pmtu to cgroup $CG2;" "$TMP/main.out" || fail "main job did not attach: $(cat "$TMP/main.out")"
 	grep -q 'active_opens' "$TMP/main.out" || fail "main job shows no live status"
-	bpftool cgroup tree "$CG2" | grep -q sp_tcpstats || fail "nothing on the root cgroup"
+	# Its own programs, by id: other sessions may load and attach theirs meanwhile.
+	ids=$("$SP" status --json | jq -r '.programs[].id')
+	[ -n "$ids" ] || fail "main job shows no programs"
+	id=$("$SP" status --json | jq -r '.programs[] | select(.name == "sp_tcpstats") | .id')
+	bpftool cgroup show "$CG2" | awk '{ print $1 }' | grep -qx "$id" || fail "sp_tcpstats ($id) not on the root cgroup"
 	kill -INT -- -"$sid"	# Ctrl-C: the whole foreground process group
 	wait $sess
 	for _ in $(seq 50); do pgrep -s "$sid" >/dev/null || break; sleep 0.1; done
 	grep -q 'detached, pins removed' "$TMP/main.out" || fail "no clean detach: $(tail -3 "$TMP/main.out")"
-	assert_eq "$(bpftool prog show | grep -c '^[0-9]')" "$before_p" "loaded programs after Ctrl-C"
-	assert_eq "$(bpftool cgroup tree "$CG2")" "$before_c" "cgroup attachments after Ctrl-C"
+	for id in $ids; do
+		bpftool prog show id "$id" >/dev/null 2>&1 && fail "program $id still loaded after Ctrl-C"
+	done
 	[ ! -e /sys/fs/bpf/stackpilot ] || fail "pins left after Ctrl-C"
+}
+
+# --cgroup must name an existing cgroup v2 folder strictly below the mount;
+# the root only as "/" (every process on the host). `timeout` stops a run
+# that would wrongly attach, so the test fails instead of hanging.
+t_cgroup_input_refused() {
+	make_cgroup
+	expect_error 1 "--cgroup '': empty path" timeout 5 "$SP" run --pin-path "$PIN" --cgroup ""
+	expect_error 1 "names the root of cgroup v2 mount" timeout 5 "$SP" run --pin-path "$PIN" --cgroup .
+	expect_error 1 "names the root of cgroup v2 mount" timeout 5 "$SP" run --pin-path "$PIN" --cgroup "sp-test-$ID/.."
+	expect_error 1 "names the root of cgroup v2 mount" timeout 5 "$SP" run --pin-path "$PIN" --cgroup "$CG2"
+	expect_error 1 "names the root of cgroup v2 mount" timeout 5 "$SP" run --pin-path "$PIN" --cgroup "$CG/../"
+	expect_error 1 "--cgroup PATH is needed" timeout 5 "$SP" run --pin-path "$PIN" --modules tcpstats
+	# Over 255 characters: refused, not cut to a parent.
+	local long="$CG/$(printf 'x%.0s' $(seq 300))"
+	expect_error 1 "longer than 255 characters" timeout 5 "$SP" run --pin-path "$PIN" --cgroup "$long"
+	expect_error 1 "--btf /etc/passwd: not a BTF file" timeout 5 "$SP" run --pin-path "$PIN" --cgroup "$CG" --btf /etc/passwd
+	assert_nothing_left
+	# A relative name below the mount is fine, and is shown normalised.
+	sp_start --cgroup "sp-test-$ID/." --modules tcpstats
+	assert_eq "$(sp_json .cgroup)" "$CG" "cgroup of a run given a relative path"
+}
+
+# set: decimal only (010 is not octal 8), and nothing written unless every
+# assignment can be (its module loaded).
+t_set_checks_all_first() {
+	make_cgroup
+	sp_start --cgroup "$CG" --modules tcpstats
+	expect_error 2 "tcpstats.port=010: leading zeros not allowed" "$SP" set --pin-path "$PIN" tcpstats.port=010
+	expect_error 1 "module rehash is not loaded" "$SP" set --pin-path "$PIN" tcpstats.port=5201 rehash.prob=50
+	assert_eq "$(sp_ctl get tcpstats.port)" "tcpstats.port=0" "port after a refused set"
+	sp_ctl set tcpstats.port=0x10 >/dev/null || fail "set in hex"
+	assert_eq "$(sp_ctl get tcpstats.port)" "tcpstats.port=16" "port after set 0x10"
+	sp_ctl set tcpstats.port=10 tcpstats.port=0 >/dev/null || fail "two assignments to one field"
+	assert_eq "$(sp_ctl get tcpstats.port)" "tcpstats.port=0" "last assignment wins"
+}
+
+# status --json stays valid JSON when pins are missing, and says so by its exit status.
+t_status_json_missing_pins() {
+	make_cgroup
+	sp_start --cgroup "$CG"
+	rm "$PIN/rehash_ctr" "$PIN/tcpstats_cfg" "$PIN/pmtu_ctr"
+	sp_ctl status --json >"$TMP/s.json" 2>"$TMP/s.err"
+	assert_eq "$?" 1 "status exit with pins missing"
+	jq -e '.modules.tcpstats.cfg == null and .modules.rehash.cfg.prob == 20 and
+	       (.modules.rehash.connections | type) == "array" and .modules.pmtu.cfg.base_mss == 1024 and
+	       (.modules.pmtu.destinations | type) == "array" and (.modules.tcpstats.active_opens | type) == "number"' \
+		"$TMP/s.json" >/dev/null || fail "status --json with pins missing: $(cat "$TMP/s.json")"
+	grep -q rehash_ctr "$TMP/s.err" || fail "no error line for the missing pin: $(cat "$TMP/s.err")"
+	# The config pin alone missing is a failure too.
+	sp_stop; sp_start --cgroup "$CG" --modules tcpstats
+	rm "$PIN/tcpstats_cfg"
+	sp_ctl status --json >"$TMP/s.json" 2>/dev/null
+	assert_eq "$?" 1 "status exit with only the config pin missing"
+	jq -e '.modules.tcpstats.cfg == null' "$TMP/s.json" >/dev/null || fail "status: $(cat "$TMP/s.json")"
+	sp_stop
+	# fragguard's status still writes its members by hand, after "cfg".
+	netns_pair
+	SP_NS=$NS_B sp_start --modules fragguard --iface "v${ID}b"
+	nsenter -t "$SP_PID" -m rm "$PIN/fragguard_ctr" "$PIN/fragguard_cfg"
+	SP_NS=$NS_B sp_ctl status --json >"$TMP/s.json" 2>/dev/null
+	assert_eq "$?" 1 "status exit with fragguard pins missing"
+	jq -e '.modules.fragguard.cfg == null and (.modules.fragguard.top_peers | type) == "array"' \
+		"$TMP/s.json" >/dev/null || fail "fragguard status --json with pins missing: $(cat "$TMP/s.json")"
+}
+
+# A meta map made by someone else: a cgroup string without its NUL is read
+# within its 256 bytes; a value of another size is refused, not copied.
+t_status_hostile_meta() {
+	mkdir "$PIN" || fail "mkdir $PIN"
+	bpftool map create "$PIN/meta" type array key 4 value 384 entries 1 name sp_meta || fail "map create"
+	bpftool map update pinned "$PIN/meta" key 0 0 0 0 value hex 01 $(printf '00 %.0s' $(seq 127)) \
+		$(printf '41 %.0s' $(seq 256)) || fail "map update"
+	"$SP" status --json --pin-path "$PIN" >"$TMP/s.json" || fail "status exit $?"
+	jq -e '.pid == 1 and (.cgroup | length) == 256 and (.cgroup | test("^A+$"))' "$TMP/s.json" >/dev/null ||
+		fail "status --json of an unterminated cgroup: $(cat "$TMP/s.json")"
+	"$SP" status --pin-path "$PIN" | grep -qx "cgroup $(printf 'A%.0s' $(seq 256))" || fail "text status"
+	rm "$PIN/meta"
+	bpftool map create "$PIN/meta" type array key 4 value 4096 entries 1 name sp_meta || fail "map create"
+	expect_error 1 "not a stackpilot meta map" "$SP" status --pin-path "$PIN"
+}
+
+# On a bpffs anyone may write to (mode 1777), a pin folder made by someone
+# else (who could hold its lock or delete our pins), or left open to others,
+# is refused. A private mount namespace keeps that bpffs away from the host.
+t_hostile_bpffs_refused() {
+	make_cgroup
+	local p=/sys/fs/bpf/sp-test-$ID setup='mount -t bpf -o mode=1777 bpf /sys/fs/bpf || exit 99'
+	expect_error 1 "$p is owned by uid 65534, not by uid 0" unshare -m --propagation private sh -c \
+		"$setup"' && setpriv --reuid=65534 --regid=65534 --clear-groups mkdir "$0" && exec "$@"' \
+		"$p" timeout 5 "$SP" run --pin-path "$p" --cgroup "$CG"
+	expect_error 1 "$p is writable by group or others (mode 0777)" unshare -m --propagation private sh -c \
+		"$setup"' && mkdir -m 0777 "$0" && exec "$@"' "$p" timeout 5 "$SP" run --pin-path "$p" --cgroup "$CG"
+	expect_error 1 "$p is a symlink" unshare -m --propagation private sh -c \
+		"$setup"' && mkdir /sys/fs/bpf/x && ln -s /sys/fs/bpf/x "$0" && exec "$@"' \
+		"$p" timeout 5 "$SP" run --pin-path "$p" --cgroup "$CG"
+	[ -z "$(cgroup_progs)" ] || fail "programs attached: $(cgroup_progs)"
+	# The folder a run makes itself is 0700 and root's, even on that bpffs.
+	unshare -m --propagation private sh -c "$setup"' && { "$@" & } && sleep 1.5 && stat -c "%a %u" "$0" &&
+		kill -INT $! && wait $!' "$p" "$SP" run --pin-path "$p" --cgroup "$CG" --modules tcpstats --interval 0 \
+		>"$TMP/out" 2>"$TMP/err" || fail "run on a 1777 bpffs: $(cat "$TMP/err")"
+	grep -qx "700 0" "$TMP/out" || fail "pin folder made by run: $(cat "$TMP/out")"
+	assert_nothing_left
 }

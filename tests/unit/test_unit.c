@@ -2,6 +2,7 @@
 /* Unit tests of the loader's parsing and validation (no BPF, no root). */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "sp.h"
@@ -33,6 +34,10 @@ static void test_parse_u32(void)
 	      sp_parse_u32(" 1", 0, 100, &v) == -EINVAL);
 	CHECK("u32_overflow", sp_parse_u32("4294967296", 0, 0xffffffff, &v) == -ERANGE &&
 	      sp_parse_u32("99999999999999999999999", 0, 0xffffffff, &v) == -EINVAL);
+	CHECK("u32_leading_zero", sp_parse_u32("010", 0, 100, &v) == -EDOM &&
+	      sp_parse_u32("00", 0, 100, &v) == -EDOM && !sp_parse_u32("0", 0, 100, &v) && v == 0);
+	CHECK("u32_hex_needs_digits", sp_parse_u32("0x", 0, 100, &v) == -EINVAL &&
+	      sp_parse_u32("0x-1", 0, 100, &v) == -EINVAL && sp_parse_u32("0xg", 0, 100, &v) == -EINVAL);
 	v = 7;
 	sp_parse_u32("1000", 0, 100, &v);
 	CHECK("u32_untouched_on_error", v == 7);
@@ -61,6 +66,14 @@ static void test_modules(void)
 			ok &= t->min <= t->def && t->def <= t->max;
 		}
 		CHECK("tunable_table_defaults_in_range", ok);
+		/* Every __u32 of the config struct is a tunable, each exactly once. */
+		__u32 offs = 0;
+
+		for (int j = 0; j < m->nr_tunables; j++)
+			offs |= (m->tunables[j].off % 4 == 0 && m->tunables[j].off / 4 < 32) ?
+				1u << (m->tunables[j].off / 4) : 0;
+		CHECK("tunable_table_covers_cfg_struct", m->cfg_size == 4u * m->nr_tunables &&
+		      m->nr_tunables < 32 && offs == (1u << m->nr_tunables) - 1);
 	}
 }
 
@@ -98,13 +111,161 @@ static void test_paths(void)
 	CHECK("bpffs_relative", sp_ensure_bpffs("pins") == -1);
 }
 
-int main(void)
+/* What the writer produced, as a string (freed by the caller). */
+static char *json_of(void (*fn)(FILE *))
 {
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	fn(f);
+	fclose(f);
+	return buf;
+}
+
+static void json_doc(FILE *f)
+{
+	struct sp_json j;
+
+	sp_json_init(&j, f);
+	sp_json_begin_object(&j);
+	sp_json_key(&j, "a"), sp_json_u64(&j, 1);
+	sp_json_key(&j, "empty"), sp_json_begin_array(&j), sp_json_end_array(&j);
+	sp_json_key(&j, "o"), sp_json_begin_object(&j);
+	sp_json_key(&j, "s"), sp_json_str(&j, "q\"\\\n");
+	sp_json_end_object(&j);
+	sp_json_key(&j, "l"), sp_json_begin_array(&j);
+	sp_json_s64(&j, -1), sp_json_bool(&j, true), sp_json_null(&j), sp_json_double(&j, 1.5);
+	sp_json_end_array(&j);
+	sp_json_key(&j, "cut"), sp_json_strn(&j, "ABC", 2);
+	sp_json_end_object(&j);
+}
+
+/* A module's status() writing after ctl.c's first member, next to hand-written members. */
+static void json_member(FILE *f)
+{
+	struct sp_json j;
+
+	sp_json_init_member(&j, f);
+	sp_json_key(&j, "n"), sp_json_u64(&j, 2);
+	sp_json_key(&j, "a"), sp_json_begin_array(&j);
+	sp_json_begin_object(&j), sp_json_end_object(&j), sp_json_begin_object(&j), sp_json_end_object(&j);
+	sp_json_end_array(&j);
+}
+
+static void test_json(void)
+{
+	char *s = json_of(json_doc);
+
+	CHECK("json_commas_escapes_bounds", !strcmp(s, "{\"a\":1,\"empty\":[],"
+	      "\"o\":{\"s\":\"q\\\"\\\\\\u000a\"},\"l\":[-1,true,null,1.5],\"cut\":\"AB\"}"));
+	free(s);
+	s = json_of(json_member);
+	CHECK("json_member_continues", !strcmp(s, ",\"n\":2,\"a\":[{},{}]"));
+	free(s);
+}
+
+/* Split "a / b" into at most n trimmed parts; returns how many. */
+static int split_slash(char *cell, char **part, int n)
+{
+	int k = 0;
+
+	for (char *save = NULL, *t = strtok_r(cell, "/", &save); t && k < n;
+	     t = strtok_r(NULL, "/", &save)) {
+		while (*t == ' ' || *t == '`')
+			t++;
+		for (char *e = t + strlen(t); e > t && (e[-1] == ' ' || e[-1] == '`'); )
+			*--e = '\0';
+		part[k++] = t;
+	}
+	return k;
+}
+
+/*
+ * README's Tunables table against the loader's tables (which for tcpstats,
+ * rehash and pmtu are their declarations in stackpilot.h): every row's keys,
+ * ranges and defaults, and every declared tunable in exactly one row.
+ */
+static void test_readme_tunables(const char *readme)
+{
+	char line[1024], msg[512] = "", *cells[4], *keys[4], *ranges[4], *defs[4];
+	int seen[SP_MAX_MODULES][64] = {}, rows = 0, in_section = 0;
+	FILE *f = fopen(readme, "r");
+
+	if (!f) {
+		CHECK("readme_tunables_found", f != NULL);
+		return;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "## ", 3))
+			in_section = !strncmp(line, "## Tunables", 11);
+		if (!in_section || strncmp(line, "| `", 3))
+			continue;
+		int nc = 0;
+		for (char *save = NULL, *t = strtok_r(line + 1, "|", &save); t && nc < 4;
+		     t = strtok_r(NULL, "|", &save))
+			cells[nc++] = t;
+		int nk = nc == 4 ? split_slash(cells[0], keys, 4) : 0;
+		if (nk == 0 || split_slash(cells[1], ranges, 4) != nk || split_slash(cells[2], defs, 4) != nk) {
+			snprintf(msg, sizeof(msg), "row %d: keys, ranges and defaults do not pair up", rows);
+			break;
+		}
+		for (int i = 0; i < nk && !*msg; i++) {
+			const struct sp_module *m;
+			const struct sp_tunable *t = sp_tunable_find(keys[i], &m);
+			unsigned long min, max, def;
+			int idx;
+
+			if (!t) {
+				snprintf(msg, sizeof(msg), "%s: not declared", keys[i]);
+				break;
+			}
+			sp_module_find(m->name, &idx);
+			seen[idx][t - m->tunables]++;
+			if (sscanf(ranges[i], "%lu..%lu", &min, &max) != 2 || sscanf(defs[i], "%lu", &def) != 1 ||
+			    min != t->min || max != t->max || def != t->def)
+				snprintf(msg, sizeof(msg), "%s: README %s default %s, declared %u..%u default %u",
+					 keys[i], ranges[i], defs[i], t->min, t->max, t->def);
+		}
+		if (*msg)
+			break;
+		rows++;
+	}
+	fclose(f);
+	for (int i = 0; i < sp_nr_modules && !*msg; i++)
+		for (int j = 0; j < sp_modules[i]->nr_tunables && !*msg; j++)
+			if (seen[i][j] != 1)
+				snprintf(msg, sizeof(msg), "%s.%s: in %d README rows, expected 1",
+					 sp_modules[i]->name, sp_modules[i]->tunables[j].name, seen[i][j]);
+	if (*msg)
+		printf("FAIL readme_tunables: %s\n", msg), failures++;
+	else
+		CHECK("readme_tunables", rows > 0);
+}
+
+static void test_cgroup_input(void)
+{
+	char buf[256];
+
+	CHECK("cgroup_required", sp_resolve_cgroup(NULL, buf, sizeof(buf)) == -1);
+	CHECK("cgroup_empty", sp_resolve_cgroup("", buf, sizeof(buf)) == -1);
+	CHECK("cgroup_dot_is_not_root", sp_resolve_cgroup(".", buf, sizeof(buf)) == -1);
+	CHECK("cgroup_root_by_slash", !sp_resolve_cgroup("/", buf, sizeof(buf)) && buf[0] == '/');
+}
+
+int main(int argc, char **argv)
+{
+	/* run.sh runs us from the repository root; a path may be given. */
+	const char *readme = argc > 1 ? argv[1] : "README.md";
+
 	/* The functions under test print their one-line errors: keep them off the results. */
 	freopen("/dev/null", "w", stderr);
 	test_parse_u32();
 	test_modules();
 	test_tunables();
 	test_paths();
+	test_json();
+	test_cgroup_input();
+	test_readme_tunables(readme);
 	return failures ? 1 : 0;
 }

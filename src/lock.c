@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * What keeps two runs, or another user, from interfering with a run: folders
+ * only we may change, and one lock per attach target.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include "sp.h"
+
+/*
+ * A folder only we may change: not a symlink, owned by our effective uid
+ * (root), not writable by group or others, in a parent where others cannot
+ * rename it away (world-writable parents must be sticky, as bpffs mode 1777
+ * and /run are). With create, made 0700 when missing; without, a missing
+ * folder passes. On a bpffs mounted 1777 anyone can pre-create the pin
+ * folder, then hold a flock on it or delete our pins.
+ */
+int sp_private_dir(const char *path, bool create)
+{
+	char parent[PATH_MAX], *slash;
+	struct stat st;
+
+	if (create && mkdir(path, 0700) && errno != EEXIST)
+		return sp_err("cannot create %s: %s", path, strerror(errno));
+	if (lstat(path, &st))
+		return !create && errno == ENOENT ? 0 : sp_err("%s: %s", path, strerror(errno));
+	if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode))
+		return sp_err("%s is a %s, not a folder: refusing it", path,
+			      S_ISLNK(st.st_mode) ? "symlink" : "file");
+	if (st.st_uid != geteuid())
+		return sp_err("%s is owned by uid %u, not by uid %u: refusing it (its owner could "
+			      "remove our pins or hold its lock)", path, st.st_uid, geteuid());
+	if (st.st_mode & (S_IWGRP | S_IWOTH))
+		return sp_err("%s is writable by group or others (mode %04o): refusing it",
+			      path, st.st_mode & 07777);
+	snprintf(parent, sizeof(parent), "%s", path);
+	slash = strrchr(parent, '/');
+	if (slash && slash != parent) {
+		*slash = '\0';
+		if (!stat(parent, &st) && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+			return sp_err("%s: its parent %s is world-writable without the sticky bit: "
+				      "refusing it", path, parent);
+	}
+	return 0;
+}
+
+/*
+ * One lock file per target under /run/stackpilot, so that two runs never
+ * attach to the same cgroup or interface, whatever their pin folders: a lock
+ * on the pin folder is lost when the folder is removed or bpffs is unmounted,
+ * and two `ip netns exec` runs each have a bpffs of their own. /run is not
+ * remounted by `ip netns exec` (checked on Debian 12: same device and inode
+ * inside and out), so all runs on a host meet there.
+ */
+#define SP_LOCK_DIR "/run/stackpilot"
+
+static char held[1 + SP_MAX_IFACES][80];
+static int nr_held;
+
+/*
+ * At exit, while the locks are still held, remove their files: a run
+ * waiting on an unlinked file sees that below and opens the path again.
+ */
+static void unlink_held(void)
+{
+	for (int i = 0; i < nr_held; i++)
+		unlink(held[i]);
+}
+
+static int lock_target(const char *name, const char *what)
+{
+	char path[sizeof(held[0])], pid[16] = "";
+	struct stat a, b;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", SP_LOCK_DIR, name);
+	for (;;) {
+		fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return sp_err("cannot open lock %s: %s", path, strerror(errno));
+		if (flock(fd, LOCK_EX | LOCK_NB)) {
+			int e = errno;
+
+			if (e == EWOULDBLOCK && pread(fd, pid, sizeof(pid) - 1, 0) > 0)
+				pid[strcspn(pid, "\n")] = '\0';
+			close(fd);
+			if (e == EWOULDBLOCK)
+				return sp_err("another `stackpilot run` (pid %s) is attached to %s (lock %s)",
+					      *pid ? pid : "?", what, path);
+			return sp_err("cannot lock %s: %s", path, strerror(e));
+		}
+		if (!fstat(fd, &a) && !stat(path, &b) && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+			break;
+		close(fd);	/* its holder removed it as we opened it */
+	}
+	if (ftruncate(fd, 0) || dprintf(fd, "%d\n", (int)getpid()) < 0)
+		return close(fd), sp_err("cannot write lock %s: %s", path, strerror(errno));
+	if (!nr_held)
+		atexit(unlink_held);
+	snprintf(held[nr_held++], sizeof(held[0]), "%s", path);
+	return 0;	/* fd stays open (and locked) until exit; O_CLOEXEC keeps it from children */
+}
+
+/*
+ * Called by `run` before it locks the pin folder: locks its cgroup (by inode,
+ * the cgroup id) and each interface (by network namespace inode and ifindex),
+ * then makes the pin folder, so a refused run leaves no folder behind.
+ */
+int sp_lock_targets(struct sp_run *run)
+{
+	char name[64], what[300];
+	struct stat st, ns;
+
+	if (sp_private_dir(SP_LOCK_DIR, true))
+		return -1;
+	if (run->cgroup_fd >= 0) {
+		if (fstat(run->cgroup_fd, &st))
+			return sp_err("cgroup %s: %s", run->cgroup, strerror(errno));
+		snprintf(name, sizeof(name), "cgroup-%llu.lock", (unsigned long long)st.st_ino);
+		snprintf(what, sizeof(what), "cgroup %s", run->cgroup);
+		if (lock_target(name, what))
+			return -1;
+	}
+	if (run->nr_ifaces && stat("/proc/self/ns/net", &ns))
+		return sp_err("/proc/self/ns/net: %s", strerror(errno));
+	for (int i = 0; i < run->nr_ifaces; i++) {
+		snprintf(name, sizeof(name), "iface-%llu-%d.lock", (unsigned long long)ns.st_ino,
+			 run->ifindex[i]);
+		snprintf(what, sizeof(what), "interface %s in this network namespace", run->ifname[i]);
+		if (lock_target(name, what))
+			return -1;
+	}
+	return sp_private_dir(run->pin_dir, true);
+}
