@@ -243,28 +243,22 @@ struct cfg {
 
 enum verdict { V_COMPLETED, V_EXPIRED, V_DISCARDED };
 
-static __always_inline __u32 clamp(__u32 v, __u32 lo, __u32 hi)
-{
-	return v < lo ? lo : v > hi ? hi : v;
-}
+SP_CFG_READ(fg, struct sp_fg_cfg, fragguard_cfg, SP_FRAGGUARD_TUNABLES)
 
-/* Tunables as written from outside are clamped to what makes sense. */
+/* The tunables, clamped to their declared ranges, in the units used here. */
 static __always_inline void read_cfg(struct cfg *c)
 {
-	__u32 zero = 0;
-	struct sp_fg_cfg *m = bpf_map_lookup_elem(&fragguard_cfg, &zero);
-	struct sp_fg_cfg d = { 32, 64, 1024, 50, 50, 1, 64, 2 };
+	struct sp_fg_cfg m;
 
-	if (!m)
-		m = &d;
-	c->prefix4 = clamp(m->prefix4, 0, 32);
-	c->prefix6 = clamp(m->prefix6, 0, 128);
-	c->peer_limit = (__u64)clamp(m->peer_limit_kb, 16, 1 << 20) << 10;
-	c->unknown_pct = clamp(m->unknown_pct, 1, 100);
-	c->load_pct = clamp(m->load_pct, 1, 100);
-	c->enforce = m->enforce != 0;
-	c->known_bytes = (__u64)clamp(m->known_kb, 1, 1 << 20) << 10;
-	c->known_ns = (__u64)clamp(m->known_s, 0, 3600) * 1000000000ULL;
+	fg_cfg_read(&m);
+	c->prefix4 = m.prefix4;
+	c->prefix6 = m.prefix6;
+	c->peer_limit = (__u64)m.peer_limit_kb << 10;
+	c->unknown_pct = m.unknown_pct;
+	c->load_pct = m.load_pct;
+	c->enforce = m.enforce;
+	c->known_bytes = (__u64)m.known_kb << 10;
+	c->known_ns = (__u64)m.known_s * 1000000000ULL;
 }
 
 static __always_inline struct sp_fg_agg *agg(void)

@@ -141,16 +141,26 @@ enum sp_fg_ctr {
 	SP_FG_NR,
 };
 
+#define SP_FRAGGUARD_TUNABLES(X, ctx) \
+	X(ctx, prefix4, 0, 32, 32, SP_OOR_CLAMP, \
+	  "IPv4 sources are grouped into peers by this prefix") \
+	X(ctx, prefix6, 0, 128, 64, SP_OOR_CLAMP, \
+	  "IPv6 sources are grouped into peers by this prefix") \
+	X(ctx, peer_limit_kb, 16, 1 << 20, 1024, SP_OOR_CLAMP, \
+	  "reassembly memory one peer may hold, KiB (the seed's low_thresh)") \
+	X(ctx, unknown_pct, 1, 100, 50, SP_OOR_CLAMP, \
+	  "share of high_thresh for all peers not yet known") \
+	X(ctx, load_pct, 1, 100, 50, SP_OOR_CLAMP, \
+	  "above this share of high_thresh, known peers are held to limits and fair shares") \
+	X(ctx, enforce, 0, 1, 1, SP_OOR_CLAMP, "1: drop refused fragments; 0: count only") \
+	X(ctx, known_kb, 1, 1 << 20, 64, SP_OOR_CLAMP, \
+	  "reassembled KiB a peer must complete to become known") \
+	X(ctx, known_s, 0, 3600, 2, SP_OOR_CLAMP, "... over at least this many seconds")
+
 struct sp_fg_cfg {
-	__u32 prefix4;		/* peers are IPv4 sources masked to this (0..32) */
-	__u32 prefix6;		/* ... and IPv6 sources to this (0..128) */
-	__u32 peer_limit_kb;	/* memory one peer may hold (the seed's low_thresh) */
-	__u32 unknown_pct;	/* share of high_thresh for peers not yet known */
-	__u32 load_pct;		/* above this share of high_thresh, fair shares apply */
-	__u32 enforce;		/* 0: account only; 1: drop refused fragments */
-	__u32 known_kb;		/* reassembled bytes a peer must complete to become known */
-	__u32 known_s;		/* ... over at least this many seconds */
+	SP_FRAGGUARD_TUNABLES(SP_CFG_FIELD, _)
 };
+
 
 /* Written by the loader every 100 ms, index 0 = IPv4, 1 = IPv6. */
 struct sp_fg_global {

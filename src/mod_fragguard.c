@@ -16,22 +16,9 @@
 #include "sp.h"
 #include "fragguard.skel.h"
 
-#define F(x) offsetof(struct sp_fg_cfg, x)
 static const struct sp_tunable tunables[] = {
-	{ "prefix4", F(prefix4), 0, 32, 32, "IPv4 sources are grouped into peers by this prefix" },
-	{ "prefix6", F(prefix6), 0, 128, 64, "IPv6 sources are grouped into peers by this prefix" },
-	{ "peer_limit_kb", F(peer_limit_kb), 16, 1 << 20, 1024,
-	  "reassembly memory one peer may hold, KiB" },
-	{ "unknown_pct", F(unknown_pct), 1, 100, 50,
-	  "share of high_thresh for all peers not yet known" },
-	{ "load_pct", F(load_pct), 1, 100, 50,
-	  "above this share of high_thresh, each peer is held to a fair share" },
-	{ "enforce", F(enforce), 0, 1, 1, "1: drop refused fragments; 0: count only" },
-	{ "known_kb", F(known_kb), 1, 1 << 20, 64,
-	  "reassembled KiB a peer must complete to become known" },
-	{ "known_s", F(known_s), 0, 3600, 2, "... over at least this many seconds" },
+	SP_FRAGGUARD_TUNABLES(SP_TUNABLE_ROW, struct sp_fg_cfg)
 };
-#undef F
 
 /* clsact filter identity: "SP". A rerun after kill -9 replaces a stale one. */
 #define FG_TC_HANDLE	0x5350
