@@ -121,7 +121,7 @@ static void send_frag(int v6, int idx, __u32 id, const __u8 *data, struct frag *
 		memcpy(ip + 24, dst, 16);
 		ip[40] = PROTO;
 		*(__u16 *)(ip + 42) = htons(f->off | (f->mf ? 1 : 0));
-		*(__u32 *)(ip + 44) = htonl(id);
+		{ __u32 nid = htonl(id); memcpy(ip + 44, &nid, 4); }	/* unaligned */
 	}
 	memcpy(ip + hl, data + f->off, f->len);
 	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_ifindex = tx_ifindex, .sll_halen = 6 };

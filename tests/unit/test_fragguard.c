@@ -219,7 +219,7 @@ static int mk6(__u8 *b, __u32 id, __u32 off, __u32 len, int mf, int exts)
 	}
 	p[0] = mk6_nexthdr;
 	*(__u16 *)(p + 2) = htons(off | (mf ? 1 : 0));
-	*(__u32 *)(p + 4) = htonl(id);
+	{ __u32 nid = htonl(id); memcpy(p + 4, &nid, 4); }	/* unaligned */
 	return 14 + 40 + ext + 8 + len;
 }
 
@@ -692,7 +692,7 @@ static int mk6chain(__u8 *b, __u32 id, __u32 off, __u32 len, int mf, int nbefore
 	}
 	p[0] = nafter ? 60 : 17;
 	*(__u16 *)(p + 2) = htons(off | (mf ? 1 : 0));
-	*(__u32 *)(p + 4) = htonl(id);
+	{ __u32 nid = htonl(id); memcpy(p + 4, &nid, 4); }	/* unaligned */
 	p += 8;
 	for (int i = 0; i < nafter; i++, p += 8) {
 		p[0] = i + 1 < nafter ? 60 : 59;	/* then No Next Header */
