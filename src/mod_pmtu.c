@@ -65,7 +65,7 @@ static struct sp_pmtu_event pending[MAX_PENDING];
 static int nr_pending;
 static struct route { struct sp_pmtu_key key; __u32 dst[4]; int family; } routes[MAX_ROUTES];
 static int nr_routes;
-static int saved_mtu_probing = -1;
+static int saved_mtu_probing = -1, mtu_probing_arg = -1;
 static unsigned long ticks;
 static __u16 echo_seq;
 
@@ -637,6 +637,27 @@ static void tick(struct sp_run *run)
 
 /* ---- start / stop ------------------------------------------------------- */
 
+static int set_mtu_probing(const char *arg)
+{
+	__u32 v;
+
+	if (sp_parse_u32(arg, 0, 2, &v))
+		return sp_fail(2, "--mtu-probing %s: expected 0, 1 or 2", arg);
+	mtu_probing_arg = v;
+	return 0;
+}
+
+static const struct sp_run_opt mtu_probing_opt = {
+	.module = &sp_mod_pmtu, .name = "mtu-probing", .arg = "N",
+	.help = "net.ipv4.tcp_mtu_probing = N (0-2) here while running",
+	.set = set_mtu_probing,
+};
+
+__attribute__((constructor)) static void register_opts(void)
+{
+	sp_run_opt_register(&mtu_probing_opt);
+}
+
 static int write_sysctl(const char *path, int v)
 {
 	FILE *f = fopen(path, "w");
@@ -691,12 +712,12 @@ static int start(struct sp_run *run)
 		cur = -1;
 	if (f)
 		fclose(f);
-	if (run->mtu_probing >= 0 && run->mtu_probing != cur) {
-		err = write_sysctl("/proc/sys/net/ipv4/tcp_mtu_probing", run->mtu_probing);
+	if (mtu_probing_arg >= 0 && mtu_probing_arg != cur) {
+		err = write_sysctl("/proc/sys/net/ipv4/tcp_mtu_probing", mtu_probing_arg);
 		if (err)
 			return sp_err("pmtu: setting tcp_mtu_probing: %s", strerror(-err));
 		saved_mtu_probing = cur;
-	} else if (run->mtu_probing < 0 && cur == 0) {
+	} else if (mtu_probing_arg < 0 && cur == 0) {
 		fprintf(stderr, "stackpilot: pmtu: net.ipv4.tcp_mtu_probing is 0 here: the kernel "
 			"never detects black holes itself; --mtu-probing 1 sets it for this run\n");
 	}

@@ -105,4 +105,29 @@ int cmd_status(int argc, char **argv);
 int cmd_get(int argc, char **argv);
 int cmd_set(int argc, char **argv);
 
+/* ---- loader core v2 (issue 9): log levels, module run options, signals ---- */
+enum { SP_LOG_ERROR, SP_LOG_WARN, SP_LOG_INFO, SP_LOG_DEBUG };
+#define SP_LOG_BURST 5		/* lines per second per call site */
+struct sp_ratelimit { long sec; unsigned int lines, suppressed; };
+extern int sp_log_level;
+void sp_log_at(struct sp_ratelimit *rl, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+#define sp_log(level, ...) do {						\
+	static struct sp_ratelimit sp_rl_;				\
+	sp_log_at(&sp_rl_, (level), __VA_ARGS__);			\
+} while (0)
+
+/* An option of `run` that belongs to one module (e.g. pmtu's --mtu-probing). */
+struct sp_run_opt {
+	const struct sp_module *module;
+	const char *name;	/* without the leading -- */
+	const char *arg;	/* argument name in the usage text */
+	const char *help;
+	int (*set)(const char *arg);	/* 0, or an exit code after printing why */
+};
+/* From a module's constructor, before main(). */
+void sp_run_opt_register(const struct sp_run_opt *opt);
+/* SIGINT/SIGTERM/SIGHUP are blocked from the start of `run` and read from a signalfd. */
+void sp_run_block_signals(void);
+
 #endif /* SP_H */
