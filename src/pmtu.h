@@ -47,6 +47,8 @@ void pmtu_probe_close(struct pmtu_probe *p);
 int pmtu_route_set(const struct sp_pmtu_key *key, int family, const __u32 *dst, __u32 mtu);
 void pmtu_route_forget(const struct sp_pmtu_key *key);
 void pmtu_route_forget_all(void);
+/* Delete our route to dst (only one of our protocol); 0 or -errno. */
+int pmtu_route_del(int family, const __u32 *dst);
 
 /* pmtu_search.c */
 int pmtu_search_start(void);

@@ -4,123 +4,181 @@
  * current nexthop and the learned MTU, so that connections already stalled
  * recover too (pmtu.route=1). Marked RTPROT_STACKPILOT; removed on expiry
  * and exit.
+ *
+ * A route we did not make is never shadowed: ours is added only where the
+ * destination is reached through the default route or a connected subnet,
+ * the routes nobody chose for this destination. An admin's route to it (of
+ * any metric: ours would win by prefix length alone) decides instead.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
-#include <unistd.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
-#include <sys/socket.h>
 #include "pmtu.h"
+#include "nl.h"
 
 #define MAX_ROUTES 256
 
 static struct route { struct sp_pmtu_key key; __u32 dst[4]; int family; } routes[MAX_ROUTES];
 static int nr_routes;
 
-struct nlreq {
-	struct nlmsghdr nh;
+/* What a route lookup said. */
+struct lookup {
 	struct rtmsg rt;
-	char attrs[256];
+	__u32 table, oif, gw[4], dst[4];
+	int gw_len, found;
 };
 
-static void addattr(struct nlreq *r, int type, const void *data, int len)
+static int attr_cb(const struct nlattr *a, void *data)
 {
-	struct rtattr *a = (void *)((char *)r + NLMSG_ALIGN(r->nh.nlmsg_len));
+	struct lookup *l = data;
+	int len = mnl_attr_get_payload_len(a);
 
-	a->rta_type = type;
-	a->rta_len = RTA_LENGTH(len);
-	memcpy(RTA_DATA(a), data, len);
-	r->nh.nlmsg_len = NLMSG_ALIGN(r->nh.nlmsg_len) + RTA_ALIGN(a->rta_len);
-}
-
-/* Send one request; for RTM_GETROUTE, copy the reply into *reply. 0 or -errno. */
-static int nl_talk(struct nlreq *req, struct nlreq *reply)
-{
-	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
-	char buf[8192];
-	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE), err = -EIO;
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	req->nh.nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
-	if (sendto(fd, req, req->nh.nlmsg_len, 0, (void *)&sa, sizeof(sa)) < 0)
-		goto out;
-	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
-		for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
-			if (h->nlmsg_type == NLMSG_ERROR) {
-				err = ((struct nlmsgerr *)NLMSG_DATA(h))->error;
-				goto out;
-			}
-			if (reply && h->nlmsg_type == RTM_NEWROUTE && h->nlmsg_len <= sizeof(*reply)) {
-				memcpy(reply, h, h->nlmsg_len);
-				reply = NULL;
-			}
+	switch (mnl_attr_get_type(a)) {
+	case RTA_TABLE:
+		if (!mnl_attr_validate(a, MNL_TYPE_U32))
+			l->table = mnl_attr_get_u32(a);
+		break;
+	case RTA_OIF:
+		if (!mnl_attr_validate(a, MNL_TYPE_U32))
+			l->oif = mnl_attr_get_u32(a);
+		break;
+	case RTA_DST:
+		if (len == 4 || len == 16)
+			memcpy(l->dst, mnl_attr_get_payload(a), len);
+		break;
+	case RTA_GATEWAY:
+		if (len == 4 || len == 16) {
+			memcpy(l->gw, mnl_attr_get_payload(a), len);
+			l->gw_len = len;
 		}
+		break;
 	}
-out:
-	close(fd);
-	return err;
+	return MNL_CB_OK;
 }
 
-static void route_req(struct nlreq *r, int type, int flags, int family, const __u32 *dst)
+static int route_cb(const struct nlmsghdr *nlh, void *data)
 {
-	memset(r, 0, sizeof(*r));
-	r->nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
-	r->nh.nlmsg_type = type;
-	r->nh.nlmsg_flags = flags;
-	r->rt.rtm_family = family;
-	r->rt.rtm_dst_len = family == AF_INET ? 32 : 128;
-	r->rt.rtm_table = RT_TABLE_MAIN;
-	addattr(r, RTA_DST, dst, family == AF_INET ? 4 : 16);
+	struct lookup *l = data;
+
+	if (nlh->nlmsg_type != RTM_NEWROUTE || l->found ||
+	    mnl_nlmsg_get_payload_len(nlh) < sizeof(struct rtmsg))
+		return MNL_CB_OK;
+	l->rt = *(struct rtmsg *)mnl_nlmsg_get_payload(nlh);
+	l->table = l->rt.rtm_table;
+	l->found = 1;
+	mnl_attr_parse(nlh, sizeof(struct rtmsg), attr_cb, l);
+	return MNL_CB_OK;
 }
 
-/* A host route to dst with the kernel's current nexthop and `mtu`, marked as ours. */
+static struct nlmsghdr *route_msg(char *buf, int type, int flags, int family,
+				  const __u32 *dst, struct rtmsg **rt)
+{
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+
+	nlh->nlmsg_type = type;
+	nlh->nlmsg_flags = flags;
+	*rt = mnl_nlmsg_put_extra_header(nlh, sizeof(**rt));
+	(*rt)->rtm_family = family;
+	(*rt)->rtm_dst_len = family == AF_INET ? 32 : 128;
+	mnl_attr_put(nlh, RTA_DST, family == AF_INET ? 4 : 16, dst);
+	return nlh;
+}
+
+/* The route the kernel uses toward dst: with fib_match the FIB entry (its
+ * real prefix, protocol and table), else the resolved nexthop. */
+static int lookup(int family, const __u32 *dst, bool fib_match, struct lookup *l)
+{
+	char buf[SP_NL_BUF];
+	struct rtmsg *rt;
+	struct nlmsghdr *nlh = route_msg(buf, RTM_GETROUTE, 0, family, dst, &rt);
+	int err;
+
+	if (fib_match)
+		rt->rtm_flags |= RTM_F_FIB_MATCH;
+	memset(l, 0, sizeof(*l));
+	err = sp_nl_talk(nlh, route_cb, l);
+	return err ? err : l->found ? 0 : -ENOENT;
+}
+
+/* Why our route would shadow one we did not make, or NULL when it would not. */
+static const char *shadows(int family, const __u32 *dst, char *why, size_t len)
+{
+	struct lookup l;
+	char a[INET6_ADDRSTRLEN];
+	int host = family == AF_INET ? 32 : 128;
+
+	if (lookup(family, dst, true, &l)) {
+		snprintf(why, len, "no route to it");
+		return why;
+	}
+	if (l.rt.rtm_protocol == RTPROT_STACKPILOT)
+		return NULL;
+	inet_ntop(family, l.dst, a, sizeof(a));
+	if (l.table != RT_TABLE_MAIN)
+		snprintf(why, len, "it is routed by table %u, not main", l.table);
+	else if (l.rt.rtm_dst_len == host)
+		snprintf(why, len, "a host route to it exists (proto %u)", l.rt.rtm_protocol);
+	else if (l.rt.rtm_dst_len && l.rt.rtm_protocol != RTPROT_KERNEL)
+		snprintf(why, len, "an admin route %s/%u (proto %u) covers it", a, l.rt.rtm_dst_len,
+			 l.rt.rtm_protocol);
+	else
+		return NULL;
+	return why;
+}
+
 static int route_add(int family, const __u32 *dst, __u32 mtu)
 {
-	struct nlreq req, cur;
-	struct rtattr *a;
-	int len, err;
-	char metrics[RTA_SPACE(sizeof(__u32))];
-	struct rtattr *m = (void *)metrics;
+	char buf[SP_NL_BUF];
+	struct lookup l;
+	struct rtmsg *rt;
+	struct nlmsghdr *nlh;
+	struct nlattr *m;
+	int err = lookup(family, dst, false, &l);
 
-	route_req(&req, RTM_GETROUTE, 0, family, dst);
-	req.nh.nlmsg_flags = 0;
-	memset(&cur, 0, sizeof(cur));
-	err = nl_talk(&req, &cur);
-	if (err && !cur.nh.nlmsg_len)
+	if (err)
 		return err;
-	route_req(&req, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, family, dst);
-	req.rt.rtm_protocol = RTPROT_STACKPILOT;
-	req.rt.rtm_scope = RT_SCOPE_UNIVERSE;
-	req.rt.rtm_type = RTN_UNICAST;
-	len = cur.nh.nlmsg_len - NLMSG_LENGTH(sizeof(struct rtmsg));
-	for (a = RTM_RTA(&cur.rt); RTA_OK(a, len); a = RTA_NEXT(a, len))
-		if (a->rta_type == RTA_GATEWAY || a->rta_type == RTA_OIF)
-			addattr(&req, a->rta_type, RTA_DATA(a), RTA_PAYLOAD(a));
-	m->rta_type = RTAX_MTU;
-	m->rta_len = RTA_LENGTH(sizeof(__u32));
-	memcpy(RTA_DATA(m), &mtu, sizeof(mtu));
-	addattr(&req, RTA_METRICS, metrics, sizeof(metrics));
-	return nl_talk(&req, NULL);
+	nlh = route_msg(buf, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, family, dst, &rt);
+	rt->rtm_table = RT_TABLE_MAIN;
+	rt->rtm_protocol = RTPROT_STACKPILOT;
+	rt->rtm_scope = RT_SCOPE_UNIVERSE;
+	rt->rtm_type = RTN_UNICAST;
+	if (l.gw_len)
+		mnl_attr_put(nlh, RTA_GATEWAY, l.gw_len, l.gw);
+	if (l.oif)
+		mnl_attr_put_u32(nlh, RTA_OIF, l.oif);
+	m = mnl_attr_nest_start(nlh, RTA_METRICS);
+	mnl_attr_put_u32(nlh, RTAX_MTU, mtu);
+	mnl_attr_nest_end(nlh, m);
+	return sp_nl_talk(nlh, NULL, NULL);
 }
 
-static int route_del(int family, const __u32 *dst)
+int pmtu_route_del(int family, const __u32 *dst)
 {
-	struct nlreq req;
+	char buf[SP_NL_BUF];
+	struct rtmsg *rt;
+	struct nlmsghdr *nlh = route_msg(buf, RTM_DELROUTE, 0, family, dst, &rt);
 
-	route_req(&req, RTM_DELROUTE, 0, family, dst);
-	req.rt.rtm_protocol = RTPROT_STACKPILOT;
-	return nl_talk(&req, NULL);
+	rt->rtm_table = RT_TABLE_MAIN;
+	rt->rtm_protocol = RTPROT_STACKPILOT;	/* the kernel deletes only a match */
+	return sp_nl_talk(nlh, NULL, NULL);
 }
 
 void pmtu_route_forget(const struct sp_pmtu_key *k)
 {
+	char a[INET6_ADDRSTRLEN];
+	int err;
+
 	for (int i = 0; i < nr_routes; i++) {
 		if (memcmp(&routes[i].key, k, sizeof(*k)))
 			continue;
-		route_del(routes[i].family, routes[i].dst);
+		inet_ntop(routes[i].family, routes[i].dst, a, sizeof(a));
+		err = pmtu_route_del(routes[i].family, routes[i].dst);
+		if (err && err != -ESRCH)
+			sp_log(SP_LOG_WARN, "pmtu: removing our route to %s: %s", a, strerror(-err));
+		else
+			sp_log(SP_LOG_INFO, "pmtu: route to %s removed", a);
 		routes[i] = routes[--nr_routes];
 		return;
 	}
@@ -134,8 +192,14 @@ void pmtu_route_forget_all(void)
 
 int pmtu_route_set(const struct sp_pmtu_key *key, int family, const __u32 *dst, __u32 mtu)
 {
+	char a[INET6_ADDRSTRLEN], why[128];
 	int err;
 
+	inet_ntop(family, dst, a, sizeof(a));
+	if (shadows(family, dst, why, sizeof(why))) {
+		sp_log(SP_LOG_INFO, "pmtu: no route MTU to %s: %s; not shadowing it", a, why);
+		return 1;
+	}
 	if (nr_routes == MAX_ROUTES)
 		return -ENOSPC;
 	err = route_add(family, dst, mtu);
@@ -144,5 +208,6 @@ int pmtu_route_set(const struct sp_pmtu_key *key, int family, const __u32 *dst, 
 	routes[nr_routes].key = *key;
 	memcpy(routes[nr_routes].dst, dst, 16);
 	routes[nr_routes++].family = family;
+	sp_log(SP_LOG_INFO, "pmtu: route to %s with mtu %u added", a, mtu);
 	return 0;
 }

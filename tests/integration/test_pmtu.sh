@@ -108,3 +108,31 @@ t_pmtu_bpftool_clamp() {
 	xfer 10.30.3.2 20000 >/dev/null || fail xfer
 	assert_eq "$(pm_entry 10.30.3.2 low_mtu)" 1500 "entry after 20 KB"
 }
+
+# pmtu.route=1 never shadows a route an admin made: a host route to the
+# destination at metric 100 (ours, metric 0, would win) or a covering /64.
+t_pmtu_route_refrains_for_admin_route() {
+	pmtu_topo 1400; make_cgroup
+	ip -n "$NS_S" route add 10.30.2.2 via 10.30.1.2 metric 100 || fail "admin route"
+	ip -n "$NS_S" -6 route add fd30:2::/64 via fd30:1::2 metric 100 || fail "admin route 6"
+	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
+	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	xfer 10.30.2.2 1000000 >/dev/null || true
+	xfer fd30:2::2 1000000 >/dev/null || true
+	for _ in $(seq 50); do
+		[ "$(pm_entry fd30:2:: state)" = searched ] && [ "$(pm_entry 10.30.2.2 state)" = searched ] && break
+		sleep 0.1
+	done
+	echo "$(grep 'not shadowing' "$TMP/sp.err")"
+	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "IPv4 destination not searched"
+	[ "$(pm_entry fd30:2:: state)" = searched ] || fail "IPv6 destination not searched"
+	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)$(ip -n "$NS_S" -6 route show proto 0xa5)" "" "our routes next to admin routes"
+	grep -q 'no route MTU to 10.30.2.2: a host route to it exists.*not shadowing it' "$TMP/sp.err" ||
+		fail "no log line for the IPv4 refusal: $(cat "$TMP/sp.err")"
+	grep -q 'no route MTU to fd30:2::2: an admin route fd30:2::/64.*covers it; not shadowing it' "$TMP/sp.err" ||
+		fail "no log line for the IPv6 refusal: $(cat "$TMP/sp.err")"
+	assert_eq "$(pm_entry 10.30.2.2 route_mtu)" 0 "route MTU in status"
+	ip -n "$NS_S" route show 10.30.2.2 | grep -q 'metric 100' || fail "admin route gone"
+	sp_stop || fail exit
+	ip -n "$NS_S" -6 route show fd30:2::/64 | grep -q 'metric 100' || fail "admin IPv6 route gone"
+}
