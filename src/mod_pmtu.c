@@ -19,11 +19,12 @@
 #include <bpf/libbpf.h>
 #include "pmtu.h"
 #include "pmtu.skel.h"
+#include "state.h"
 
 #ifndef SO_NETNS_COOKIE
 #define SO_NETNS_COOKIE 71
 #endif
-#define MTU_PROBING "/proc/sys/net/ipv4/tcp_mtu_probing"
+#define MTU_PROBING "net/ipv4/tcp_mtu_probing"
 
 #define F(x) offsetof(struct sp_pmtu_cfg, x)
 static const struct sp_tunable tunables[] = {
@@ -95,43 +96,37 @@ __attribute__((constructor)) static void register_opts(void)
 	sp_run_opt_register(&mtu_probing_opt);
 }
 
-static int write_sysctl(const char *path, int v)
-{
-	FILE *f = fopen(path, "w");
-	int err;
-
-	if (!f)
-		return -errno;
-	err = fprintf(f, "%d\n", v) < 0;
-	return fclose(f) || err ? -EIO : 0;
-}
-
-static int read_sysctl(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	int v;
-
-	if (!f || fscanf(f, "%d", &v) != 1)
-		v = -1;
-	if (f)
-		fclose(f);
-	return v;
-}
-
+/*
+ * One run per namespace owns tcp_mtu_probing: a second run asking for it is
+ * refused, so that no exit restores a value from under a live run. What is
+ * set is on disk first, for the next run to restore if this one is killed.
+ */
 static int apply_mtu_probing(void)
 {
-	int cur = read_sysctl(MTU_PROBING), err;
+	char held[128];
+	pid_t pid;
+	int cur, err = 0;
 
-	if (mtu_probing_arg >= 0 && mtu_probing_arg != cur) {
-		err = write_sysctl(MTU_PROBING, mtu_probing_arg);
-		if (err)
-			return sp_err("pmtu: setting tcp_mtu_probing: %s", strerror(-err));
-		saved_mtu_probing = cur;
-	} else if (mtu_probing_arg < 0 && cur == 0) {
-		sp_log(SP_LOG_WARN, "pmtu: net.ipv4.tcp_mtu_probing is 0 here: the kernel never "
-		       "detects black holes itself; --mtu-probing 1 sets it for this run");
+	if (mtu_probing_arg < 0) {
+		if (sp_sysctl_read(MTU_PROBING) == 0)
+			sp_log(SP_LOG_WARN, "pmtu: net.ipv4.tcp_mtu_probing is 0 here: the kernel "
+			       "never detects black holes itself; --mtu-probing 1 sets it for this run");
+		return 0;
 	}
-	return 0;
+	sp_state_lock();
+	pid = sp_state_held("sysctl " MTU_PROBING " ", held, sizeof(held));
+	cur = sp_sysctl_read(MTU_PROBING);
+	if (pid)
+		err = sp_err("pmtu: --mtu-probing: the run with pid %d already set tcp_mtu_probing "
+			     "in this network namespace (%d now); only one run may", pid, cur);
+	else if (cur < 0 || sp_state_add("sysctl " MTU_PROBING " %d %d", cur, mtu_probing_arg))
+		err = sp_err("pmtu: reading tcp_mtu_probing failed");
+	else if ((err = sp_sysctl_write(MTU_PROBING, mtu_probing_arg)))
+		err = sp_err("pmtu: setting tcp_mtu_probing: %s", strerror(-err));
+	else
+		saved_mtu_probing = cur;
+	sp_state_unlock();
+	return err;
 }
 
 /* ---- start / stop ------------------------------------------------------- */
@@ -140,8 +135,8 @@ static void stop(struct sp_run *run)
 {
 	pmtu_search_stop();
 	pmtu_route_forget_all();
-	if (saved_mtu_probing >= 0)
-		write_sysctl(MTU_PROBING, saved_mtu_probing);
+	if (saved_mtu_probing >= 0 && !sp_sysctl_write(MTU_PROBING, saved_mtu_probing))
+		sp_state_del("sysctl " MTU_PROBING " %d %d", saved_mtu_probing, mtu_probing_arg);
 	saved_mtu_probing = -1;
 	if (pmtu.skel)
 		sp_module_unpublish(run, pmtu.skel->obj, &pmtu.link);

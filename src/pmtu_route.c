@@ -17,6 +17,7 @@
 #include <linux/rtnetlink.h>
 #include "pmtu.h"
 #include "nl.h"
+#include "state.h"
 
 #define MAX_ROUTES 256
 
@@ -165,6 +166,25 @@ int pmtu_route_del(int family, const __u32 *dst)
 	return sp_nl_talk(nlh, NULL, NULL);
 }
 
+/* A route a killed run left ("ADDR"), from state.c. */
+static int undo_route(const char *args)
+{
+	__u32 dst[4] = {};
+
+	if (inet_pton(AF_INET, args, dst) == 1)
+		return pmtu_route_del(AF_INET, dst);
+	if (inet_pton(AF_INET6, args, dst) == 1)
+		return pmtu_route_del(AF_INET6, dst);
+	return -EINVAL;
+}
+
+static const struct sp_state_undo route_undo = { .kind = "route", .undo = undo_route };
+
+__attribute__((constructor)) static void register_undo(void)
+{
+	sp_state_undo_register(&route_undo);
+}
+
 void pmtu_route_forget(const struct sp_pmtu_key *k)
 {
 	char a[INET6_ADDRSTRLEN];
@@ -175,10 +195,12 @@ void pmtu_route_forget(const struct sp_pmtu_key *k)
 			continue;
 		inet_ntop(routes[i].family, routes[i].dst, a, sizeof(a));
 		err = pmtu_route_del(routes[i].family, routes[i].dst);
-		if (err && err != -ESRCH)
+		if (err && err != -ESRCH) {
 			sp_log(SP_LOG_WARN, "pmtu: removing our route to %s: %s", a, strerror(-err));
-		else
+		} else {
 			sp_log(SP_LOG_INFO, "pmtu: route to %s removed", a);
+			sp_state_del("route %s", a);
+		}
 		routes[i] = routes[--nr_routes];
 		return;
 	}
@@ -202,9 +224,14 @@ int pmtu_route_set(const struct sp_pmtu_key *key, int family, const __u32 *dst, 
 	}
 	if (nr_routes == MAX_ROUTES)
 		return -ENOSPC;
+	/* On disk before the change: a killed run's route is found and removed. */
+	if (sp_state_add("route %s", a))
+		return -EIO;
 	err = route_add(family, dst, mtu);
-	if (err)
+	if (err) {
+		sp_state_del("route %s", a);
 		return err;
+	}
 	routes[nr_routes].key = *key;
 	memcpy(routes[nr_routes].dst, dst, 16);
 	routes[nr_routes++].family = family;

@@ -24,6 +24,7 @@
 #include <bpf/libbpf.h>
 #include "sp.h"
 #include "loop.h"
+#include "state.h"
 
 volatile sig_atomic_t sp_stopping;
 
@@ -260,8 +261,9 @@ static int setup_run(struct sp_run *run, struct run_args *a, int *lock_fd, int *
 			return sp_fail(1, "cannot open cgroup %s: %s", run->cgroup, strerror(errno));
 	}
 	/* The lock comes before anything is attached: a refused second run touches nothing. */
+	/* Then what a killed run left in this namespace is undone. */
 	if (sp_loop_init() || sp_ensure_bpffs(run->pin_dir) ||
-	    (*lock_fd = lock_pin_dir(run->pin_dir)) < 0)
+	    (*lock_fd = lock_pin_dir(run->pin_dir)) < 0 || sp_state_open())
 		return 1;
 	/* Run counts and times while we run; the kernel drops this with the fd. */
 	*stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
@@ -377,6 +379,7 @@ int cmd_run(int argc, char **argv)
 		close(run.cgroup_fd);
 	if (lock_fd >= 0)
 		close(lock_fd);
+	sp_state_close();
 	sp_loop_fini();
 	sp_unmount_ours();
 	return rc;

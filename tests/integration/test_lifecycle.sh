@@ -78,3 +78,48 @@ t_lifecycle_search_does_not_block() {
 	sp_stop || fail "exit during a search"
 	assert_ge 1000 $(( ($(date +%s%N) - t0) / 1000000 )) "ms to exit during a search"
 }
+
+# kill -9 leaves the route and the sysctl a run set; the next run in the
+# namespace removes the one and restores the other.
+t_lifecycle_sigkill_restores_route_and_sysctl() {
+	pmtu_topo 1400; make_cgroup
+	# Connections start at full size even with tcp_mtu_probing=2: they stall
+	# into the black hole, and the search installs a route.
+	ip netns exec "$NS_S" sysctl -qw net.ipv4.tcp_base_mss=1460
+	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 2
+	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	xfer 10.30.2.2 1000000 >/dev/null || true
+	for _ in $(seq 50); do
+		[ -n "$(ip -n "$NS_S" route show proto 0xa5)" ] && break
+		sleep 0.1
+	done
+	[ -n "$(ip -n "$NS_S" route show proto 0xa5)" ] || fail "no route installed: $(cat "$TMP/sp.err")"
+	assert_eq "$(ip netns exec "$NS_S" sysctl -n net.ipv4.tcp_mtu_probing)" 2 "tcp_mtu_probing while running"
+	sp_stop KILL
+	[ -n "$(ip -n "$NS_S" route show proto 0xa5)" ] || fail "the killed run's route went by itself"
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	echo "after kill -9, the next run: $(grep 'killed run' "$TMP/sp.err")"
+	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes of a killed run after the next start"
+	assert_eq "$(ip netns exec "$NS_S" sysctl -n net.ipv4.tcp_mtu_probing)" 0 "tcp_mtu_probing after the next start"
+	sp_stop || fail exit
+}
+
+# One run per namespace sets tcp_mtu_probing: a second one asking for it is
+# refused with one line and attaches nothing; the first one's exit restores
+# the value from before it.
+t_lifecycle_second_mtu_probing_refused() {
+	netns_pair; make_cgroup
+	SP_NS=$NS_A
+	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
+	local progs=$(cgroup_progs) rc
+	timeout 5 ip netns exec "$NS_A" "$SP" run --pin-path "$PIN-2" --modules pmtu --cgroup "sp-test-$ID" \
+		--mtu-probing 2 --interval 0 >"$TMP/out2" 2>"$TMP/err2"; rc=$?
+	cat "$TMP/err2"
+	assert_eq "$rc" 1 "exit of the second run"
+	assert_eq "$(wc -l <"$TMP/err2")" 1 "stderr lines of the second run"
+	grep -q "pid $SP_PID already set tcp_mtu_probing" "$TMP/err2" || fail "unclear refusal"
+	assert_eq "$(cgroup_progs)" "$progs" "programs on the cgroup after the refused run"
+	assert_eq "$(ip netns exec "$NS_A" sysctl -n net.ipv4.tcp_mtu_probing)" 1 "tcp_mtu_probing after the refused run"
+	sp_stop || fail exit
+	assert_eq "$(ip netns exec "$NS_A" sysctl -n net.ipv4.tcp_mtu_probing)" 0 "tcp_mtu_probing after the first run's exit"
+}
