@@ -150,6 +150,39 @@ static int start(struct sp_run *run)
 	return 0;
 }
 
+/* The device took our link (or clsact filter) with it. */
+static void iface_gone(struct sp_run *run, int i)
+{
+	__u32 ifx = run->ifindex[i];
+
+	if (tcx_fd[i] >= 0)
+		close(tcx_fd[i]);
+	tcx_fd[i] = -1;
+	filter_attached[i] = hook_created[i] = false;
+	if (skel)
+		bpf_map_delete_elem(bpf_map__fd(skel->maps.fragguard_ifs), &ifx);
+}
+
+static int iface_back(struct sp_run *run, int i, int old_ifindex)
+{
+	__u32 ifx = run->ifindex[i];
+	__u8 one = 1;
+
+	if (!skel || attach_iface(run, i, bpf_program__fd(skel->progs.sp_fragguard)))
+		return -1;
+	bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_ifs), &ifx, &one, BPF_ANY);
+	return 0;
+}
+
+static const struct sp_target_ops target_ops = {
+	.module = &sp_mod_fragguard, .iface_gone = iface_gone, .iface_back = iface_back,
+};
+
+__attribute__((constructor)) static void register_target_ops(void)
+{
+	sp_target_ops_register(&target_ops);
+}
+
 static unsigned long long read_ull(const char *path)
 {
 	unsigned long long v = 0;

@@ -45,14 +45,19 @@ void sp_run_opt_register(const struct sp_run_opt *opt)
  * signalfd and ends the run cleanly once attached, instead of killing the
  * process half-attached (rc 143).
  */
+static void run_sigset(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+}
+
 void sp_run_block_signals(void)
 {
 	sigset_t set;
 
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
+	run_sigset(&set);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 }
 
@@ -111,42 +116,11 @@ static int lock_pin_dir(const char *pin_dir)
 	}
 }
 
-static int pin_meta(const struct sp_run *run)
-{
-	struct sp_meta meta = {};
-	struct timespec ts;
-	__u32 zero = 0;
-	char path[512];
-	int fd, err;
-
-	meta.pid = getpid();
-	meta.modules = run->modules;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	meta.started_ns = ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-	meta.nr_ifaces = run->nr_ifaces;
-	for (int i = 0; i < run->nr_ifaces; i++)
-		meta.ifindex[i] = run->ifindex[i];
-	meta.nr_progs = run->nr_progs;
-	memcpy(meta.prog_ids, run->prog_ids, sizeof(meta.prog_ids));
-	snprintf(meta.cgroup, sizeof(meta.cgroup), "%s", run->cgroup);
-
-	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "sp_meta", sizeof(__u32),
-			    sizeof(meta), 1, NULL);
-	if (fd < 0)
-		return sp_err("creating meta map: %s", strerror(errno));
-	err = bpf_map_update_elem(fd, &zero, &meta, BPF_ANY);
-	if (!err && !sp_pin_path(path, sizeof(path), run->pin_dir, "meta")) {
-		unlink(path);
-		err = bpf_obj_pin(fd, path);
-	}
-	close(fd);
-	return err ? sp_err("pinning meta map: %s", strerror(errno)) : 0;
-}
-
 static void stop_all(struct sp_run *run)
 {
 	char path[512];
 
+	sp_targets_stop();
 	for (int i = sp_nr_modules - 1; i >= 0; i--)
 		if (run->modules & (1u << i))
 			sp_modules[i]->stop(run);
@@ -275,7 +249,7 @@ static int setup_run(struct sp_run *run, struct run_args *a, int *lock_fd, int *
 			return 1;
 		}
 	}
-	if (pin_meta(run)) {
+	if (sp_run_publish_meta(run) || sp_targets_start(run)) {
 		stop_all(run);
 		return 1;
 	}
@@ -327,10 +301,7 @@ static int loop_run(struct sp_run *run, __u32 interval)
 	sigset_t set;
 	int sfd, rc = 1;
 
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
+	run_sigset(&set);
 	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0)
 		return sp_fail(1, "signalfd: %s", strerror(errno));

@@ -130,4 +130,19 @@ void sp_run_opt_register(const struct sp_run_opt *opt);
 /* SIGINT/SIGTERM/SIGHUP are blocked from the start of `run` and read from a signalfd. */
 void sp_run_block_signals(void);
 
+/* Targets that vanish and come back (targets.c). Modules react through ops. */
+struct sp_target_ops {
+	const struct sp_module *module;
+	void (*iface_gone)(struct sp_run *run, int i);
+	/* run->ifindex[i] is already the new device's; 0 or -1 after logging why. */
+	int (*iface_back)(struct sp_run *run, int i, int old_ifindex);
+};
+void sp_target_ops_register(const struct sp_target_ops *ops);
+int sp_targets_start(struct sp_run *run);
+void sp_targets_stop(void);
+/* Each target's state as `status` should print it (from the pinned "targets" map). */
+void sp_targets_status(const char *pin_dir, FILE *out, bool json);
+/* run.c: (re)write the pinned meta map from run. */
+int sp_run_publish_meta(const struct sp_run *run);
+
 #endif /* SP_H */

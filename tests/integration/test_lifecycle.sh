@@ -153,3 +153,40 @@ t_lifecycle_fragguard_sigkill_leaves_nothing() {
 	grep -q 'removed a stale filter on rp1' "$TMP/sp.err" || fail "no log line for the stale filter"
 	sp_stop || fail exit
 }
+
+# The cgroup is removed under a run: it says so in a log line and in status,
+# and goes on until told to stop.
+t_lifecycle_cgroup_removed() {
+	make_cgroup
+	sp_start --modules tcpstats --cgroup "$CG"
+	rmdir "$CG" || fail "rmdir $CG"
+	for _ in $(seq 20); do grep -q 'was removed' "$TMP/sp.err" && break; sleep 0.1; done
+	grep -q "cgroup $CG was removed" "$TMP/sp.err" || fail "no log line: $(cat "$TMP/sp.err")"
+	assert_eq "$(sp_json '.cgroup')" "$CG (removed)" "cgroup in status"
+	assert_eq "$(sp_json '.alive')" true "alive in status"
+	sp_stop || fail "exit after the cgroup went"
+}
+
+# An --iface device is deleted: logged and shown in status; when a device of
+# that name comes back, fragguard is attached to it again.
+t_lifecycle_iface_deleted_and_back() {
+	source "$ROOT/tests/lib_frag.sh"
+	frag_topo 1
+	sp_start --modules fragguard --iface rp1
+	ip -n "$NS_R" link del rp1 || fail "link del"
+	for _ in $(seq 20); do grep -q 'rp1.*is gone' "$TMP/sp.err" && break; sleep 0.1; done
+	grep -q 'interface rp1 (index [0-9]*) is gone' "$TMP/sp.err" || fail "no log line: $(cat "$TMP/sp.err")"
+	assert_eq "$(sp_json '.ifaces | join(",")')" "?" "ifaces in status while rp1 is gone"
+	veth "$NS_R" rp1 "sp-$ID-p1" pr1
+	ip -n "$NS_R" addr add 10.50.1.1/24 dev rp1
+	ip -n "sp-$ID-p1" addr add 10.50.1.2/24 dev pr1
+	for _ in $(seq 20); do grep -q 'rp1 is back' "$TMP/sp.err" && break; sleep 0.1; done
+	grep -q 'interface rp1 is back (index [0-9]*): attached again' "$TMP/sp.err" || fail "not attached again: $(cat "$TMP/sp.err")"
+	assert_eq "$(sp_json '.ifaces | join(",")')" rp1 "ifaces in status after rp1 came back"
+	local before=$(sp_json '.modules.fragguard.fragments')
+	peer 1 "$FRAGFLOOD" 10.50.1.1 50 >/dev/null || fail flood
+	sleep 0.2
+	assert_ge "$(sp_json '.modules.fragguard.fragments')" $((before + 50)) "fragments seen on the new rp1"
+	sp_stop || fail "exit"
+	assert_eq "$(tc -n "$NS_R" filter show dev rp1 ingress)" "" "filters on rp1 after exit"
+}
