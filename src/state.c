@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include "sp.h"
 #include "state.h"
@@ -19,7 +20,13 @@
 
 static char entries[MAX_ENTRIES][ENTRY_LEN];
 static int nr_entries, lock_fd = -1, lock_depth;
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71
+#endif
+
 static unsigned long netns_ino, my_start;
+/* Unlike the inode, never reused: tells our namespace from a dead one's. */
+static unsigned long long netns_cookie;
 static char path[128];
 static const struct sp_state_undo *undos[MAX_UNDO];
 static int nr_undos;
@@ -89,7 +96,7 @@ static int save(void)
 			close(fd);
 		return sp_err("%s: %s", tmp, strerror(errno));
 	}
-	fprintf(f, "run %d %lu\n", getpid(), my_start);
+	fprintf(f, "run %d %lu %llu\n", getpid(), my_start, netns_cookie);
 	for (int i = 0; i < nr_entries; i++)
 		fprintf(f, "%s\n", entries[i]);
 	if (fflush(f) || fsync(fd))
@@ -141,9 +148,10 @@ static pid_t scan(const char *prefix, char *out, size_t len)
 		return 0;
 	snprintf(pre, sizeof(pre), "state-%lu-", netns_ino);
 	while (!held && (de = readdir(d))) {
+		unsigned long long cookie = 0;
 		unsigned long start = 0;
 		int pid = 0;
-		bool live;
+		bool live, ours;
 		FILE *f;
 
 		if (strncmp(de->d_name, pre, strlen(pre)) || strstr(de->d_name, ".tmp"))
@@ -151,10 +159,13 @@ static pid_t scan(const char *prefix, char *out, size_t len)
 		snprintf(p, sizeof(p), "%s/%s", SP_STATE_DIR, de->d_name);
 		if (!strcmp(p, path) || !(f = fopen(p, "r")))
 			continue;
-		if (!fgets(line, sizeof(line), f) || sscanf(line, "run %d %lu", &pid, &start) != 2)
+		if (!fgets(line, sizeof(line), f) ||
+		    sscanf(line, "run %d %lu %llu", &pid, &start, &cookie) != 3)
 			pid = 0;
 		live = pid > 0 && start && start_time(pid) == start;
-		while (fgets(line, sizeof(line), f)) {
+		/* A file of a namespace gone since, whose inode ours reuses: drop, never undo. */
+		ours = cookie == netns_cookie;
+		while (ours && fgets(line, sizeof(line), f)) {
 			line[strcspn(line, "\n")] = '\0';
 			if (!live && !prefix)
 				undo(line, pid);
@@ -186,8 +197,10 @@ void sp_state_unlock(void)
 
 int sp_state_open(void)
 {
+	socklen_t cl = sizeof(netns_cookie);
 	char lp[128];
 	struct stat st;
+	int fd, err;
 
 	if (lock_fd >= 0)
 		return 0;
@@ -195,6 +208,14 @@ int sp_state_open(void)
 		return sp_err("/proc/self/ns/net: %s", strerror(errno));
 	netns_ino = st.st_ino;
 	my_start = start_time(getpid());
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	err = fd < 0 || getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &netns_cookie, &cl);
+	if (err)
+		sp_err("reading this namespace's cookie: %s", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	if (err)
+		return -1;
 	if (mkdir(SP_STATE_DIR, 0700) && errno != EEXIST)
 		return sp_err("cannot create %s: %s", SP_STATE_DIR, strerror(errno));
 	/* Whoever can write here can make us undo anything: root's only. */
