@@ -24,18 +24,24 @@ void sp_log_at(struct sp_ratelimit *rl, int level, const char *fmt, ...)
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (rl) {
-		if (ts.tv_sec != rl->sec) {
-			if (rl->suppressed)
-				fprintf(stderr, "stackpilot: %u similar lines suppressed\n",
-					rl->suppressed);
-			rl->sec = ts.tv_sec;
-			rl->lines = rl->suppressed = 0;
-		}
-		if (rl->lines >= SP_LOG_BURST) {
+		long long now = ts.tv_sec * 1000000000LL + ts.tv_nsec;
+
+		/* Refilled at SP_LOG_BURST a second, never above it: a burst of
+		 * SP_LOG_BURST lines passes, then one per 1/SP_LOG_BURST s. */
+		rl->tokens = rl->primed ? rl->tokens + (now - rl->last_ns) * 1e-9 * SP_LOG_BURST
+					: SP_LOG_BURST;
+		if (rl->tokens > SP_LOG_BURST)
+			rl->tokens = SP_LOG_BURST;
+		rl->primed = true;
+		rl->last_ns = now;
+		if (rl->tokens < 1) {
 			rl->suppressed++;
 			return;
 		}
-		rl->lines++;
+		rl->tokens -= 1;
+		if (rl->suppressed)
+			fprintf(stderr, "stackpilot: %u similar lines suppressed\n", rl->suppressed);
+		rl->suppressed = 0;
 	}
 	fprintf(stderr, "stackpilot: %s", tags[level & 3]);
 	va_start(ap, fmt);

@@ -107,8 +107,8 @@ int cmd_set(int argc, char **argv);
 
 /* ---- loader core v2 (issue 9): log levels, module run options, signals ---- */
 enum { SP_LOG_ERROR, SP_LOG_WARN, SP_LOG_INFO, SP_LOG_DEBUG };
-#define SP_LOG_BURST 5		/* lines per second per call site */
-struct sp_ratelimit { long sec; unsigned int lines, suppressed; };
+#define SP_LOG_BURST 5		/* lines per second per call site, as a token bucket */
+struct sp_ratelimit { long long last_ns; double tokens; unsigned int suppressed; bool primed; };
 extern int sp_log_level;
 void sp_log_at(struct sp_ratelimit *rl, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -190,3 +190,30 @@ t_lifecycle_iface_deleted_and_back() {
 	sp_stop || fail "exit"
 	assert_eq "$(tc -n "$NS_R" filter show dev rp1 ingress)" "" "filters on rp1 after exit"
 }
+
+# Log lines: one per action, at most a burst of 5 then 5 a second from one
+# place (the rest counted in one line); debug lines only with --verbose.
+t_lifecycle_log_rate_limited() {
+	source "$ROOT/tests/lib_frag.sh"
+	frag_topo 1
+	sp_start --modules fragguard --iface rp1
+	local i t0=$(date +%s.%N)
+	for i in $(seq 15); do
+		ip -n "$NS_R" link del rp1 || fail "link del"
+		ip -n "$NS_R" link add rp1 type veth peer name pr1 || fail "link add"
+	done
+	echo "15 flaps in $(echo "$(date +%s.%N) - $t0" | bc) s"
+	sleep 1.2
+	ip -n "$NS_R" link del rp1 || fail "link del"
+	sleep 0.3
+	cat "$TMP/sp.err"
+	local gone=$(grep -c 'interface rp1 (index [0-9]*) is gone' "$TMP/sp.err")
+	[ "$gone" -ge 5 ] && [ "$gone" -lt 16 ] || fail "'is gone' lines for 16 deletions: $gone, expected a burst of 5, then fewer"
+	grep -q 'similar lines suppressed' "$TMP/sp.err" || fail "no count of suppressed lines"
+	grep -q 'debug:' "$TMP/sp.err" && fail "debug lines without --verbose"
+	sp_stop || fail exit
+	ip -n "$NS_R" link add rp1 type veth peer name pr1 || fail "link add"
+	sp_start --modules fragguard --iface rp1 --verbose
+	sp_stop || fail exit
+	grep -q 'debug: signal 15: detaching' "$TMP/sp.err" || fail "no debug line with --verbose: $(cat "$TMP/sp.err")"
+}
