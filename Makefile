@@ -20,6 +20,8 @@ HDRS      := $(wildcard include/*.h src/*.h)
 LIBBPF_CFLAGS := $(shell $(PKGCONFIG) --cflags libbpf 2>/dev/null)
 LIBBPF_LIBS   := $(shell $(PKGCONFIG) --libs libbpf 2>/dev/null || echo -lbpf) -lelf -lz
 LIBMNL_LIBS   := $(shell $(PKGCONFIG) --libs libmnl 2>/dev/null || echo -lmnl)
+# rtnetlink through libmnl: linked wherever libbpf is.
+LIBBPF_LIBS   += $(LIBMNL_LIBS)
 
 CFLAGS    ?= -g -O2
 CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -std=gnu11 \
@@ -61,11 +63,11 @@ $(OUTPUT)/%.o: src/%.c $(HDRS) $(SKELS) | $(OUTPUT)
 
 $(OUTPUT)/stackpilot: $(OUTPUT)/main.o $(LIB_OBJS)
 	$(call msg,BINARY,$@)
-	$(Q)$(CC) $(CFLAGS) $^ $(LIBBPF_LIBS) $(LIBMNL_LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $^ $(LIBBPF_LIBS) -o $@
 
 $(OUTPUT)/test_unit: tests/unit/test_unit.c $(LIB_OBJS) $(HDRS)
 	$(call msg,BINARY,$@)
-	$(Q)$(CC) $(CFLAGS) tests/unit/test_unit.c $(LIB_OBJS) $(LIBBPF_LIBS) $(LIBMNL_LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) tests/unit/test_unit.c $(LIB_OBJS) $(LIBBPF_LIBS) -o $@
 
 $(OUTPUT)/test_fragguard: tests/unit/test_fragguard.c $(OUTPUT)/fragguard.skel.h include/stackpilot.h
 	$(call msg,BINARY,$@)
