@@ -198,7 +198,6 @@ void sp_state_unlock(void)
 int sp_state_open(void)
 {
 	socklen_t cl = sizeof(netns_cookie);
-	char lp[128];
 	struct stat st;
 	int fd, err;
 
@@ -222,10 +221,10 @@ int sp_state_open(void)
 	if (lstat(SP_STATE_DIR, &st) || !S_ISDIR(st.st_mode) || st.st_uid || (st.st_mode & 022))
 		return sp_err("%s: not a folder owned by root and writable only by it", SP_STATE_DIR);
 	snprintf(path, sizeof(path), "%s/state-%lu-%d", SP_STATE_DIR, netns_ino, getpid());
-	snprintf(lp, sizeof(lp), "%s/netns-%lu.lock", SP_STATE_DIR, netns_ino);
-	lock_fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	/* One lock for the folder, not a file per namespace left behind for good. */
+	lock_fd = open(SP_STATE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (lock_fd < 0)
-		return sp_err("%s: %s", lp, strerror(errno));
+		return sp_err("%s: %s", SP_STATE_DIR, strerror(errno));
 	sp_state_lock();
 	scan(NULL, NULL, 0);
 	sp_state_unlock();
