@@ -119,12 +119,16 @@ static int apply_mtu_probing(void)
 	if (pid)
 		err = sp_err("pmtu: --mtu-probing: the run with pid %d already set tcp_mtu_probing "
 			     "in this network namespace (%d now); only one run may", pid, cur);
-	else if (cur < 0 || sp_state_add("sysctl " MTU_PROBING " %d %d", cur, mtu_probing_arg))
-		err = sp_err("pmtu: reading tcp_mtu_probing failed");
-	else if ((err = sp_sysctl_write(MTU_PROBING, mtu_probing_arg)))
+	else if (cur < 0)
+		err = sp_err("pmtu: cannot read net.ipv4.tcp_mtu_probing");
+	else if (sp_state_add("sysctl " MTU_PROBING " %d %d", cur, mtu_probing_arg))
+		err = -1;
+	else if ((err = sp_sysctl_write(MTU_PROBING, mtu_probing_arg))) {
+		sp_state_del("sysctl " MTU_PROBING " %d %d", cur, mtu_probing_arg);
 		err = sp_err("pmtu: setting tcp_mtu_probing: %s", strerror(-err));
-	else
+	} else {
 		saved_mtu_probing = cur;
+	}
 	sp_state_unlock();
 	return err;
 }
@@ -154,6 +158,9 @@ static int start(struct sp_run *run)
 	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &pmtu.netns, &l))
 		return sp_err("pmtu: reading this namespace's cookie: %s", strerror(errno));
 	close(fd);
+	/* Before anything is attached: a refused run leaves no trace, even briefly. */
+	if (apply_mtu_probing())
+		return -1;
 	pmtu.skel = pmtu_bpf__open_opts(&opts);
 	if (!pmtu.skel)
 		return sp_err("pmtu: open: %s", strerror(errno));
@@ -163,7 +170,7 @@ static int start(struct sp_run *run)
 	if (pmtu_search_start() ||
 	    sp_module_publish(run, &sp_mod_pmtu, pmtu.skel->obj, pmtu.skel->progs.sp_pmtu, &pmtu.link))
 		return -1;
-	return apply_mtu_probing();
+	return 0;
 }
 
 /* ---- status ------------------------------------------------------------- */

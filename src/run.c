@@ -13,9 +13,7 @@
 #include <getopt.h>
 #include <net/if.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/file.h>
 #include <sys/signalfd.h>
@@ -40,11 +38,6 @@ void sp_run_opt_register(const struct sp_run_opt *opt)
 		run_opts[nr_run_opts++] = opt;
 }
 
-/*
- * Called first thing for `run`: a SIGTERM during start-up then waits in the
- * signalfd and ends the run cleanly once attached, instead of killing the
- * process half-attached (rc 143).
- */
 static void run_sigset(sigset_t *set)
 {
 	sigemptyset(set);
@@ -53,6 +46,11 @@ static void run_sigset(sigset_t *set)
 	sigaddset(set, SIGHUP);
 }
 
+/*
+ * Called first thing for `run`: a SIGTERM during start-up then waits in the
+ * signalfd and ends the run cleanly once attached, instead of killing the
+ * process half-attached (rc 143).
+ */
 void sp_run_block_signals(void)
 {
 	sigset_t set;
@@ -324,7 +322,7 @@ out:
 
 int cmd_run(int argc, char **argv)
 {
-	struct sp_run run = { .cgroup_fd = -1, .mtu_probing = -1 };
+	struct sp_run run = { .cgroup_fd = -1 };
 	struct run_args a = { .modules = "all", .interval = 2 };
 	int lock_fd = -1, stats_fd = -1, rc;
 
