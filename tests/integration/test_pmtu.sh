@@ -136,3 +136,24 @@ t_pmtu_route_refrains_for_admin_route() {
 	sp_stop || fail exit
 	ip -n "$NS_S" -6 route show fd30:2::/64 | grep -q 'metric 100' || fail "admin IPv6 route gone"
 }
+
+# A destination that answers no probe (10 tries of 10 s per size) does not
+# hold up the search of another one: searches run side by side.
+t_pmtu_searches_side_by_side() {
+	pmtu_topo 1400 noprobe4; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
+	sp_ctl set pmtu.max_probes=10 pmtu.probe_timeout_ms=10000 >/dev/null || fail set
+	xfer 10.30.2.2 1000000 >/dev/null || true	# its search goes on for minutes
+	grep -q '10.30.2.2: black-hole suspect' "$TMP/sp.err" || fail "IPv4 search not started: $(cat "$TMP/sp.err")"
+	xfer fd30:2::2 1000000 >/dev/null || true
+	for _ in $(seq 50); do
+		[ "$(pm_entry fd30:2:: state)" = searched ] && break
+		sleep 0.1
+	done
+	echo "$(cat "$TMP/sp.err")"
+	[ "$(pm_entry fd30:2:: state)" = searched ] || fail "IPv6 destination not searched while IPv4's search runs"
+	local low6=$(pm_entry fd30:2:: low_mtu)
+	[ "$low6" -le 1400 ] && [ "$low6" -gt 1392 ] || fail "IPv6 MTU $low6, path 1400"
+	grep -q '10.30.2.2: path MTU\|10.30.2.2 answers neither' "$TMP/sp.err" && fail "the IPv4 search ended early"
+	sp_stop || fail exit
+}
