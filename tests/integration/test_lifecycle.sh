@@ -3,7 +3,7 @@
 # kill -9, vanishing targets, concurrent runs. Each t_* is one promise.
 source "$ROOT/tests/lib_pmtu.sh"
 
-# Programs attached to the test cgroup (empty when none) and our pin folder.
+# What a run may not leave: programs on the test cgroup, its pin folder.
 nothing_attached() {
 	[ -z "$(cgroup_progs)" ] || fail "$1: programs left on $CG: $(cgroup_progs)"
 	[ ! -e "$PIN" ] || fail "$1: pin folder $PIN left behind"
@@ -22,6 +22,7 @@ t_lifecycle_sigterm_during_startup() {
 		env --block-signal=INT,TERM,HUP "$SP" run --pin-path "$PIN" --cgroup "$CG" \
 			--modules tcpstats,pmtu --interval 0 >"$TMP/out" 2>"$TMP/err" &
 		pid=$!
+		BG_PIDS=("$pid")	# a run that ignores the signal dies with the test
 		delay=$((5 + RANDOM % 120))
 		sleep "0.$(printf %03d "$delay")"
 		grep -q '^stackpilot: attached' "$TMP/out" || early=$((early + 1))
