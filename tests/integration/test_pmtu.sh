@@ -157,3 +157,16 @@ t_pmtu_searches_side_by_side() {
 	grep -q '10.30.2.2: path MTU\|10.30.2.2 answers neither' "$TMP/sp.err" && fail "the IPv4 search ended early"
 	sp_stop || fail exit
 }
+
+# --mtu-probing is pmtu's own run option: checked by pmtu, refused without it.
+t_pmtu_run_option_errors() {
+	local rc
+	"$SP" run --pin-path "$PIN" --modules tcpstats --mtu-probing 1 2>"$TMP/err"; rc=$?
+	assert_eq "$rc" 2 "exit with --mtu-probing but no pmtu"
+	assert_eq "$(cat "$TMP/err")" "stackpilot: --mtu-probing is for the pmtu module, which is not chosen" "error line"
+	"$SP" run --pin-path "$PIN" --mtu-probing 3 2>"$TMP/err"; rc=$?
+	assert_eq "$rc" 2 "exit with --mtu-probing 3"
+	assert_eq "$(cat "$TMP/err")" "stackpilot: --mtu-probing 3: expected 0, 1 or 2" "error line"
+	"$SP" run --help | grep -q -- '--mtu-probing N .*pmtu: ' || fail "--mtu-probing not in run --help"
+	[ ! -e "$PIN" ] || fail "pin folder made by a refused run"
+}
