@@ -27,6 +27,9 @@ HDRS      := $(wildcard include/*.h src/*.h)
 
 LIBBPF_CFLAGS := $(shell $(PKGCONFIG) --cflags libbpf 2>/dev/null)
 LIBBPF_LIBS   := $(shell $(PKGCONFIG) --libs libbpf 2>/dev/null || echo -lbpf) -lelf -lz
+LIBMNL_LIBS   := $(shell $(PKGCONFIG) --libs libmnl 2>/dev/null || echo -lmnl)
+# rtnetlink through libmnl: linked wherever libbpf is.
+LIBBPF_LIBS   += $(LIBMNL_LIBS)
 
 CFLAGS    ?= -g -O2
 CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -std=gnu11 \

@@ -144,6 +144,7 @@ static void status_json(const char *pin_dir, const struct sp_meta *meta, bool al
 		if (meta->modules & (1u << i))
 			module_json(pin_dir, sp_modules[i], &j);
 	sp_json_end_object(&j);
+	sp_targets_status(pin_dir, stdout, &j);
 	sp_json_key(&j, "programs");
 	sp_json_begin_array(&j);
 	print_progs(meta, &j, stdout);
@@ -204,6 +205,7 @@ int cmd_status(int argc, char **argv)
 		printf("%s:\n", sp_modules[i]->name);
 		sp_modules[i]->status(pin_dir, stdout, false);
 	}
+	sp_targets_status(pin_dir, stdout, NULL);
 	printf("programs:\n");
 	print_progs(&meta, NULL, stdout);
 	/* Output stays well-formed, but a missing pin is a failure to report. */

@@ -32,6 +32,9 @@ int main(int argc, char **argv)
 		{ "get", cmd_get }, { "set", cmd_set },
 	};
 
+	/* Before anything else: see sp_run_block_signals(). */
+	if (argc >= 2 && !strcmp(argv[1], "run"))
+		sp_run_block_signals();
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

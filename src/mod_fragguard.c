@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * fragguard: loader side. Attaches the tc ingress program to each --iface
- * (creating clsact only where none exists, and removing only what it made),
+ * (a tcx link; a clsact filter only where the kernel lacks tcx, the qdisc
+ * created only where none exists and removed only if made here),
  * counts the kernel's fragment drops with tp_btf/kfree_skb, and every 100 ms
  * feeds the namespace's real reassembly memory (sockstat) and thresholds
  * (sysctls) to the programs. The decisions are in bpf/fragguard.bpf.c.
@@ -28,6 +29,18 @@ static struct fragguard_bpf *skel;
 static struct bpf_link *drops_link;
 static bool hook_created[SP_MAX_IFACES], filter_attached[SP_MAX_IFACES];
 
+#ifndef BPF_TCX_INGRESS
+#define BPF_TCX_INGRESS 46	/* uapi headers before 6.6 lack it; the kernel has it */
+#endif
+
+/*
+ * The tc program is attached through a tcx link where the kernel has tcx:
+ * the link is this process's fd, so the program goes when the run goes,
+ * kill -9 included. A clsact filter, the fallback, outlives a killed run
+ * (dropping with dead settings) until the next start replaces it.
+ */
+static int tcx_fd[SP_MAX_IFACES] = { [0 ... SP_MAX_IFACES - 1] = -1 };
+
 static void stop(struct sp_run *run)
 {
 	for (int i = 0; i < run->nr_ifaces; i++) {
@@ -36,6 +49,9 @@ static void stop(struct sp_run *run)
 		DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = FG_TC_HANDLE,
 				    .priority = FG_TC_PRIO);
 
+		if (tcx_fd[i] >= 0)
+			close(tcx_fd[i]);
+		tcx_fd[i] = -1;
 		if (filter_attached[i])
 			bpf_tc_detach(&hook, &opts);
 		if (hook_created[i]) {
@@ -52,6 +68,47 @@ static void stop(struct sp_run *run)
 	skel = NULL;
 }
 
+/* Where tcx is missing: a clsact filter, replacing one a killed run left. */
+static int attach_clsact(struct sp_run *run, int i, int prog_fd)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = run->ifindex[i],
+			    .attach_point = BPF_TC_INGRESS);
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = FG_TC_HANDLE,
+			    .priority = FG_TC_PRIO, .prog_fd = prog_fd,
+			    .flags = BPF_TC_F_REPLACE);
+	int err = bpf_tc_hook_create(&hook);
+
+	if (err && err != -EEXIST)
+		return sp_err("fragguard: clsact on %s: %s", run->ifname[i], strerror(-err));
+	hook_created[i] = !err;
+	err = bpf_tc_attach(&hook, &opts);
+	if (err)
+		return sp_err("fragguard: tc ingress on %s: %s", run->ifname[i], strerror(-err));
+	filter_attached[i] = true;
+	return 0;
+}
+
+static int attach_iface(struct sp_run *run, int i, int prog_fd)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = run->ifindex[i],
+			    .attach_point = BPF_TC_INGRESS);
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, stale, .handle = FG_TC_HANDLE, .priority = FG_TC_PRIO);
+
+	tcx_fd[i] = bpf_link_create(prog_fd, run->ifindex[i], BPF_TCX_INGRESS, NULL);
+	if (tcx_fd[i] < 0) {
+		if (errno != EINVAL && errno != EOPNOTSUPP)
+			return sp_err("fragguard: tcx ingress on %s: %s", run->ifname[i], strerror(errno));
+		sp_log(SP_LOG_WARN, "fragguard: no tcx on this kernel; a clsact filter on %s "
+		       "instead (a killed run leaves it until the next start)", run->ifname[i]);
+		return attach_clsact(run, i, prog_fd);
+	}
+	/* A clsact filter of ours is a killed older run's: it would drop with dead settings. */
+	if (!bpf_tc_detach(&hook, &stale))
+		sp_log(SP_LOG_INFO, "fragguard: removed a stale filter on %s left by a killed run",
+		       run->ifname[i]);
+	return 0;
+}
+
 static int start(struct sp_run *run)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oopts, .btf_custom_path = run->btf_path);
@@ -61,6 +118,7 @@ static int start(struct sp_run *run)
 	skel = fragguard_bpf__open_opts(&oopts);
 	if (!skel)
 		return sp_err("fragguard: open: %s", strerror(errno));
+	bpf_program__set_expected_attach_type(skel->progs.sp_fragguard, BPF_TCX_INGRESS);
 	err = fragguard_bpf__load(skel);
 	if (err)
 		return sp_err("fragguard: load: %s", strerror(-err));
@@ -68,21 +126,10 @@ static int start(struct sp_run *run)
 		return -1;
 	prog_fd = bpf_program__fd(skel->progs.sp_fragguard);
 	for (int i = 0; i < run->nr_ifaces; i++) {
-		DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = run->ifindex[i],
-				    .attach_point = BPF_TC_INGRESS);
-		DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = FG_TC_HANDLE,
-				    .priority = FG_TC_PRIO, .prog_fd = prog_fd,
-				    .flags = BPF_TC_F_REPLACE);
 		__u32 ifx = run->ifindex[i];
 
-		err = bpf_tc_hook_create(&hook);
-		if (err && err != -EEXIST)
-			return sp_err("fragguard: clsact on %s: %s", run->ifname[i], strerror(-err));
-		hook_created[i] = !err;
-		err = bpf_tc_attach(&hook, &opts);
-		if (err)
-			return sp_err("fragguard: tc ingress on %s: %s", run->ifname[i], strerror(-err));
-		filter_attached[i] = true;
+		if (attach_iface(run, i, prog_fd))
+			return -1;
 		bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_ifs), &ifx, &one, BPF_ANY);
 	}
 	drops_link = bpf_program__attach(skel->progs.sp_fragguard_drops);
@@ -91,6 +138,39 @@ static int start(struct sp_run *run)
 	sp_run_add_prog(run, prog_fd);
 	sp_run_add_prog(run, bpf_program__fd(skel->progs.sp_fragguard_drops));
 	return 0;
+}
+
+/* The device took our link (or clsact filter) with it. */
+static void iface_gone(struct sp_run *run, int i)
+{
+	__u32 ifx = run->ifindex[i];
+
+	if (tcx_fd[i] >= 0)
+		close(tcx_fd[i]);
+	tcx_fd[i] = -1;
+	filter_attached[i] = hook_created[i] = false;
+	if (skel)
+		bpf_map_delete_elem(bpf_map__fd(skel->maps.fragguard_ifs), &ifx);
+}
+
+static int iface_back(struct sp_run *run, int i, int old_ifindex)
+{
+	__u32 ifx = run->ifindex[i];
+	__u8 one = 1;
+
+	if (!skel || attach_iface(run, i, bpf_program__fd(skel->progs.sp_fragguard)))
+		return -1;
+	bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_ifs), &ifx, &one, BPF_ANY);
+	return 0;
+}
+
+static const struct sp_target_ops target_ops = {
+	.module = &sp_mod_fragguard, .iface_gone = iface_gone, .iface_back = iface_back,
+};
+
+__attribute__((constructor)) static void register_target_ops(void)
+{
+	sp_target_ops_register(&target_ops);
 }
 
 static unsigned long long read_ull(const char *path)

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * `stackpilot run`: attach the chosen modules, stay in the foreground, and
- * on SIGINT/SIGTERM/SIGHUP take down everything this run made.
+ * on SIGINT/SIGTERM/SIGHUP take down everything this run made. Parse, set
+ * up, then one event loop (loop.c) until a signal arrives on the signalfd.
  *
  * Cgroup programs are attached through bpf_links held only by this process,
  * so even a SIGKILL detaches them; pins are removed on the normal exit path
@@ -12,21 +13,50 @@
 #include <getopt.h>
 #include <net/if.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/file.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "sp.h"
+#include "loop.h"
+#include "state.h"
 
 volatile sig_atomic_t sp_stopping;
 
-static void on_signal(int sig)
+/* Options modules add to `run`; registered before main() runs. */
+#define MAX_RUN_OPTS 16
+static const struct sp_run_opt *run_opts[MAX_RUN_OPTS];
+static bool run_opt_given[MAX_RUN_OPTS];
+static int nr_run_opts;
+
+void sp_run_opt_register(const struct sp_run_opt *opt)
 {
-	sp_stopping = 1;
+	if (nr_run_opts < MAX_RUN_OPTS)
+		run_opts[nr_run_opts++] = opt;
+}
+
+static void run_sigset(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+}
+
+/*
+ * Called first thing for `run`: a SIGTERM during start-up then waits in the
+ * signalfd and ends the run cleanly once attached, instead of killing the
+ * process half-attached (rc 143).
+ */
+void sp_run_block_signals(void)
+{
+	sigset_t set;
+
+	run_sigset(&set);
+	sigprocmask(SIG_BLOCK, &set, NULL);
 }
 
 static void usage_run(FILE *out)
@@ -37,26 +67,26 @@ static void usage_run(FILE *out)
 "everything and removes the pins.\n"
 "\n"
 "  --cgroup PATH      cgroup v2 folder, absolute or relative to the cgroup v2\n"
-"                     mount (default: its root, i.e. the whole host)\n"
+"                     mount; the root (every process of the host) only as\n"
+"                     --cgroup /. Needed by the cgroup modules\n"
 "  --modules LIST     comma-separated modules, or 'all' (default: all; without\n"
 "                     --iface, all but those that attach to interfaces)\n"
 "  --iface DEV        interface for modules that attach to devices (repeatable,\n"
 "                     at most %d)\n"
 "  --pin-path DIR     pin folder on a bpf filesystem (default %s)\n"
 "  --btf FILE         kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
-"  --interval SEC     print status every SEC seconds; 0 = never (default 2)\n"
-"  --mtu-probing N    pmtu: set net.ipv4.tcp_mtu_probing to N (0-2) in this\n"
-"                     namespace for the run, restored on exit\n"
-"  --verbose          libbpf's messages too (the verifier's log on a load failure)\n"
-"  -h, --help         this text\n", SP_MAX_IFACES, SP_PIN_DEFAULT);
-}
+"  --interval SEC     print status every SEC seconds; 0 = never (default 2)\n",
+		SP_MAX_IFACES, SP_PIN_DEFAULT);
+	for (int i = 0; i < nr_run_opts; i++) {
+		char left[64];
 
-static int pmtu_index(void)
-{
-	int idx = 0;
-
-	sp_module_find("pmtu", &idx);
-	return idx;
+		snprintf(left, sizeof(left), "--%s %s", run_opts[i]->name, run_opts[i]->arg);
+		fprintf(out, "  %-18s %s: %s\n", left, run_opts[i]->module->name, run_opts[i]->help);
+	}
+	fprintf(out,
+"  --verbose          debug lines and libbpf's messages (the verifier's log on a\n"
+"                     load failure)\n"
+"  -h, --help         this text\n");
 }
 
 static int lock_pin_dir(const char *pin_dir)
@@ -85,42 +115,11 @@ static int lock_pin_dir(const char *pin_dir)
 	}
 }
 
-static int pin_meta(const struct sp_run *run)
-{
-	struct sp_meta meta = {};
-	struct timespec ts;
-	__u32 zero = 0;
-	char path[512];
-	int fd, err;
-
-	meta.pid = getpid();
-	meta.modules = run->modules;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	meta.started_ns = ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-	meta.nr_ifaces = run->nr_ifaces;
-	for (int i = 0; i < run->nr_ifaces; i++)
-		meta.ifindex[i] = run->ifindex[i];
-	meta.nr_progs = run->nr_progs;
-	memcpy(meta.prog_ids, run->prog_ids, sizeof(meta.prog_ids));
-	snprintf(meta.cgroup, sizeof(meta.cgroup), "%s", run->cgroup);
-
-	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "sp_meta", sizeof(__u32),
-			    sizeof(meta), 1, NULL);
-	if (fd < 0)
-		return sp_err("creating meta map: %s", strerror(errno));
-	err = bpf_map_update_elem(fd, &zero, &meta, BPF_ANY);
-	if (!err && !sp_pin_path(path, sizeof(path), run->pin_dir, "meta")) {
-		unlink(path);
-		err = bpf_obj_pin(fd, path);
-	}
-	close(fd);
-	return err ? sp_err("pinning meta map: %s", strerror(errno)) : 0;
-}
-
 static void stop_all(struct sp_run *run)
 {
 	char path[512];
 
+	sp_targets_stop();
 	for (int i = sp_nr_modules - 1; i >= 0; i--)
 		if (run->modules & (1u << i))
 			sp_modules[i]->stop(run);
@@ -129,164 +128,230 @@ static void stop_all(struct sp_run *run)
 	rmdir(run->pin_dir);
 }
 
-int cmd_run(int argc, char **argv)
+struct run_args {
+	const char *cgroup, *modules;
+	bool verbose, need_cgroup, need_iface;
+	__u32 interval;
+};
+
+/* Options into run and a; -1 to go on, else the exit code. */
+static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args *a)
 {
-	static const struct option opts[] = {
+	struct option opts[10 + MAX_RUN_OPTS] = {
 		{ "cgroup", required_argument, NULL, 'c' },
 		{ "modules", required_argument, NULL, 'm' },
 		{ "iface", required_argument, NULL, 'i' },
 		{ "pin-path", required_argument, NULL, 'p' },
 		{ "btf", required_argument, NULL, 'b' },
 		{ "interval", required_argument, NULL, 'n' },
-		{ "mtu-probing", required_argument, NULL, 'P' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
-		{},
 	};
-	struct sp_run run = { .cgroup_fd = -1, .mtu_probing = -1 };
-	const char *cgroup_arg = NULL, *modules_arg = "all";
-	bool need_cgroup = false, need_iface = false;
-	int opt, lock_fd, stats_fd, rc = 1;
-	bool verbose = false;
-	__u32 interval = 2;
-	struct sigaction sa = { .sa_handler = on_signal };
+	int opt, n = 8, rc;
 
-	snprintf(run.pin_dir, sizeof(run.pin_dir), "%s", SP_PIN_DEFAULT);
+	for (int i = 0; i < nr_run_opts; i++)
+		opts[n++] = (struct option){ run_opts[i]->name, required_argument, NULL, 256 + i };
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "hv", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'c': cgroup_arg = optarg; break;
-		case 'm': modules_arg = optarg; break;
-		case 'b': run.btf_path = optarg; break;
+		case 'c': a->cgroup = optarg; break;
+		case 'm': a->modules = optarg; break;
+		case 'b': run->btf_path = optarg; break;
 		case 'p':
-			if (optarg[0] != '/' || strlen(optarg) >= sizeof(run.pin_dir))
+			if (optarg[0] != '/' || strlen(optarg) >= sizeof(run->pin_dir))
 				return sp_fail(2, "--pin-path %s: must be an absolute path under %zu bytes",
-					       optarg, sizeof(run.pin_dir));
-			snprintf(run.pin_dir, sizeof(run.pin_dir), "%s", optarg);
+					       optarg, sizeof(run->pin_dir));
+			snprintf(run->pin_dir, sizeof(run->pin_dir), "%s", optarg);
 			break;
 		case 'n':
-			if (sp_parse_u32(optarg, 0, 86400, &interval))
+			if (sp_parse_u32(optarg, 0, 86400, &a->interval))
 				return sp_fail(2, "--interval %s: expected seconds in [0, 86400]", optarg);
 			break;
-		case 'P': {
-			__u32 v;
-
-			if (sp_parse_u32(optarg, 0, 2, &v))
-				return sp_fail(2, "--mtu-probing %s: expected 0, 1 or 2", optarg);
-			run.mtu_probing = v;
-			break;
-		}
 		case 'i':
-			if (run.nr_ifaces == SP_MAX_IFACES)
+			if (run->nr_ifaces == SP_MAX_IFACES)
 				return sp_fail(2, "--iface: at most %d interfaces", SP_MAX_IFACES);
-			if (strlen(optarg) >= sizeof(run.ifname[0]) ||
-			    !(run.ifindex[run.nr_ifaces] = if_nametoindex(optarg)))
+			if (strlen(optarg) >= sizeof(run->ifname[0]) ||
+			    !(run->ifindex[run->nr_ifaces] = if_nametoindex(optarg)))
 				return sp_fail(2, "--iface %s: no such interface", optarg);
-			snprintf(run.ifname[run.nr_ifaces++], sizeof(run.ifname[0]), "%s", optarg);
+			snprintf(run->ifname[run->nr_ifaces++], sizeof(run->ifname[0]), "%s", optarg);
 			break;
-		case 'v': verbose = true; break;
+		case 'v': a->verbose = true; break;
 		case 'h': usage_run(stdout); return 0;
-		default: usage_run(stderr); return 2;
+		default:
+			if (opt < 256 || opt >= 256 + nr_run_opts) {
+				usage_run(stderr);
+				return 2;
+			}
+			rc = run_opts[opt - 256]->set(optarg);
+			if (rc)
+				return rc;
+			run_opt_given[opt - 256] = true;
 		}
 	}
 	if (optind < argc)
 		return sp_fail(2, "run: unexpected argument '%s'", argv[optind]);
-	if (sp_parse_modules(modules_arg, &run.modules))
+	if (sp_parse_modules(a->modules, &run->modules))
 		return 2;
 	/* "all" means all that can run with what was given: the modules that
 	 * attach to interfaces only when there is an --iface. */
-	if (!strcmp(modules_arg, "all") && !run.nr_ifaces)
+	if (!strcmp(a->modules, "all") && !run->nr_ifaces)
 		for (int i = 0; i < sp_nr_modules; i++)
 			if (sp_modules[i]->needs_iface)
-				run.modules &= ~(1u << i);
+				run->modules &= ~(1u << i);
 	for (int i = 0; i < sp_nr_modules; i++) {
-		if (!(run.modules & (1u << i)))
+		if (!(run->modules & (1u << i)))
 			continue;
-		need_cgroup |= sp_modules[i]->needs_cgroup;
-		need_iface |= sp_modules[i]->needs_iface;
+		a->need_cgroup |= sp_modules[i]->needs_cgroup;
+		a->need_iface |= sp_modules[i]->needs_iface;
 	}
-	if (run.nr_ifaces && !need_iface)
+	if (run->nr_ifaces && !a->need_iface)
 		return sp_fail(2, "--iface: none of the chosen modules attaches to interfaces");
-	if (need_iface && !run.nr_ifaces)
+	if (a->need_iface && !run->nr_ifaces)
 		return sp_fail(2, "the chosen modules need at least one --iface DEV");
-	if (run.mtu_probing >= 0 && !(run.modules & (1u << pmtu_index())))
-		return sp_fail(2, "--mtu-probing is for the pmtu module, which is not chosen");
-	if (cgroup_arg && !need_cgroup)
-		return sp_fail(2, "--cgroup: none of the chosen modules attaches to a cgroup");
+	for (int i = 0; i < nr_run_opts; i++) {
+		int idx = 0;
 
-	if (sp_check_privileges() || sp_check_btf(run.btf_path))
-		return 1;
-	if (need_cgroup) {
-		if (sp_resolve_cgroup(cgroup_arg, run.cgroup, sizeof(run.cgroup)))
-			return 1;
-		run.cgroup_fd = open(run.cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (run.cgroup_fd < 0)
-			return sp_fail(1, "cannot open cgroup %s: %s", run.cgroup, strerror(errno));
+		sp_module_find(run_opts[i]->module->name, &idx);
+		if (run_opt_given[i] && !(run->modules & (1u << idx)))
+			return sp_fail(2, "--%s is for the %s module, which is not chosen",
+				       run_opts[i]->name, run_opts[i]->module->name);
 	}
-	if (sp_ensure_bpffs(run.pin_dir))
-		return 1;
-	lock_fd = sp_lock_targets(&run) ? -1 : lock_pin_dir(run.pin_dir);
-	if (lock_fd < 0)
-		return 1;
+	if (a->cgroup && !a->need_cgroup)
+		return sp_fail(2, "--cgroup: none of the chosen modules attaches to a cgroup");
+	return -1;
+}
 
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	if (!verbose)
-		libbpf_set_print(NULL);	/* our own one-line errors instead */
-
+/* Everything up to "attached"; 0, or 1 with nothing left attached. */
+static int setup_run(struct sp_run *run, struct run_args *a, int *lock_fd, int *stats_fd)
+{
+	if (sp_check_privileges() || sp_check_btf(run->btf_path))
+		return 1;
+	if (a->need_cgroup) {
+		if (sp_resolve_cgroup(a->cgroup, run->cgroup, sizeof(run->cgroup)))
+			return 1;
+		run->cgroup_fd = open(run->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (run->cgroup_fd < 0)
+			return sp_fail(1, "cannot open cgroup %s: %s", run->cgroup, strerror(errno));
+	}
+	/* The lock comes before anything is attached: a refused second run touches nothing. */
+	/* Then what a killed run left in this namespace is undone. */
+	if (sp_loop_init() || sp_ensure_bpffs(run->pin_dir) ||
+	    (*lock_fd = sp_lock_targets(run) ? -1 : lock_pin_dir(run->pin_dir)) < 0 ||
+	    sp_state_open())
+		return 1;
 	/* Run counts and times while we run; the kernel drops this with the fd. */
-	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-	if (stats_fd < 0)
-		fprintf(stderr, "stackpilot: warning: BPF run-time stats unavailable: %s\n",
-			strerror(errno));
-
+	*stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (*stats_fd < 0)
+		sp_log(SP_LOG_WARN, "BPF run-time stats unavailable: %s", strerror(errno));
 	for (int i = 0; i < sp_nr_modules; i++) {
-		if ((run.modules & (1u << i)) && sp_modules[i]->start(&run)) {
-			stop_all(&run);
-			goto out;
+		if ((run->modules & (1u << i)) && sp_modules[i]->start(run)) {
+			stop_all(run);
+			return 1;
 		}
 	}
-	if (pin_meta(&run)) {
-		stop_all(&run);
-		goto out;
+	if (sp_run_publish_meta(run) || sp_targets_start(run)) {
+		stop_all(run);
+		return 1;
 	}
-
 	printf("stackpilot: attached");
 	for (int i = 0; i < sp_nr_modules; i++)
-		if (run.modules & (1u << i))
+		if (run->modules & (1u << i))
 			printf(" %s", sp_modules[i]->name);
-	if (need_cgroup)
-		printf(" to cgroup %s", run.cgroup);
-	for (int i = 0; i < run.nr_ifaces; i++)
-		printf("%s%s", i ? "," : " on ", run.ifname[i]);
-	printf("; pins in %s; Ctrl-C detaches\n", run.pin_dir);
+	if (a->need_cgroup)
+		printf(" to cgroup %s", run->cgroup);
+	for (int i = 0; i < run->nr_ifaces; i++)
+		printf("%s%s", i ? "," : " on ", run->ifname[i]);
+	printf("; pins in %s; Ctrl-C detaches\n", run->pin_dir);
 	fflush(stdout);
+	return 0;
+}
 
-	/* 100 ms ticks for modules that sample the system; status every interval. */
-	for (unsigned long t = 1; !sp_stopping; t++) {
-		struct timespec ts = { .tv_nsec = 100 * 1000000 };
+static void on_signalfd(void *ctx)
+{
+	struct signalfd_siginfo si;
 
-		nanosleep(&ts, NULL);
-		for (int i = 0; i < sp_nr_modules && !sp_stopping; i++)
-			if ((run.modules & (1u << i)) && sp_modules[i]->tick)
-				sp_modules[i]->tick(&run);
-		if (!sp_stopping && interval && t % (interval * 10) == 0) {
-			char *args[] = { "status", "--pin-path", run.pin_dir, NULL };
+	if (read(*(int *)ctx, &si, sizeof(si)) != sizeof(si))
+		return;
+	sp_log(SP_LOG_DEBUG, "signal %u: detaching", si.ssi_signo);
+	sp_stopping = 1;
+	sp_loop_stop();
+}
 
-			cmd_status(3, args);
-			fflush(stdout);
-		}
-	}
-	stop_all(&run);
-	printf("stackpilot: detached, pins removed\n");
-	rc = 0;
+/* Modules that still sample the system on a fixed tick. */
+static void on_tick(void *ctx)
+{
+	struct sp_run *run = ctx;
+
+	for (int i = 0; i < sp_nr_modules; i++)
+		if ((run->modules & (1u << i)) && sp_modules[i]->tick)
+			sp_modules[i]->tick(run);
+}
+
+static void on_status(void *ctx)
+{
+	char *args[] = { "status", "--pin-path", ctx, NULL };
+
+	cmd_status(3, args);
+	fflush(stdout);
+}
+
+static int loop_run(struct sp_run *run, __u32 interval)
+{
+	struct sp_watch *sig_w = NULL, *tick_w = NULL, *status_w = NULL;
+	sigset_t set;
+	int sfd, rc = 1;
+
+	run_sigset(&set);
+	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0)
+		return sp_fail(1, "signalfd: %s", strerror(errno));
+	sig_w = sp_loop_watch(sfd, on_signalfd, &sfd);
+	tick_w = sp_loop_timer(on_tick, run);
+	if (interval)
+		status_w = sp_loop_timer(on_status, run->pin_dir);
+	if (!sig_w || !tick_w || (interval && !status_w) ||
+	    sp_timer_arm(tick_w, 100, 100) ||
+	    (status_w && sp_timer_arm(status_w, interval * 1000, interval * 1000)))
+		goto out;
+	rc = sp_loop_run() ? 1 : 0;
 out:
+	sp_loop_unwatch(status_w);
+	sp_loop_unwatch(tick_w);
+	sp_loop_unwatch(sig_w);
+	close(sfd);
+	return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct sp_run run = { .cgroup_fd = -1 };
+	struct run_args a = { .modules = "all", .interval = 2 };
+	int lock_fd = -1, stats_fd = -1, rc;
+
+	sp_run_block_signals();
+	snprintf(run.pin_dir, sizeof(run.pin_dir), "%s", SP_PIN_DEFAULT);
+	rc = parse_run(argc, argv, &run, &a);
+	if (rc >= 0)
+		return rc;
+	if (!a.verbose)
+		libbpf_set_print(NULL);	/* our own one-line errors instead */
+	else
+		sp_log_level = SP_LOG_DEBUG;
+	rc = setup_run(&run, &a, &lock_fd, &stats_fd);
+	if (!rc) {
+		rc = loop_run(&run, a.interval);
+		stop_all(&run);
+		if (!rc)
+			printf("stackpilot: detached, pins removed\n");
+	}
 	if (stats_fd >= 0)
 		close(stats_fd);
 	if (run.cgroup_fd >= 0)
 		close(run.cgroup_fd);
-	close(lock_fd);
+	if (lock_fd >= 0)
+		close(lock_fd);
+	sp_state_close();
+	sp_loop_fini();
 	sp_unmount_ours();
 	return rc;
 }

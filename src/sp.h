@@ -63,7 +63,6 @@ struct sp_run {
 	char ifname[SP_MAX_IFACES][32];
 	__u32 modules;			/* bitmask over sp_modules */
 	const char *btf_path;		/* --btf, or NULL for the kernel's */
-	int mtu_probing;		/* --mtu-probing, -1 = leave as is */
 	__u32 nr_progs;
 	__u32 prog_ids[SP_MAX_PROGS];	/* attached programs, for status */
 };
@@ -141,5 +140,46 @@ int cmd_run(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_get(int argc, char **argv);
 int cmd_set(int argc, char **argv);
+
+/* ---- loader core v2 (issue 9): log levels, module run options, signals ---- */
+enum { SP_LOG_ERROR, SP_LOG_WARN, SP_LOG_INFO, SP_LOG_DEBUG };
+#define SP_LOG_BURST 5		/* lines per second per call site, as a token bucket */
+struct sp_ratelimit { long long last_ns; double tokens; unsigned int suppressed; bool primed; };
+extern int sp_log_level;
+void sp_log_at(struct sp_ratelimit *rl, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+#define sp_log(level, ...) do {						\
+	static struct sp_ratelimit sp_rl_;				\
+	sp_log_at(&sp_rl_, (level), __VA_ARGS__);			\
+} while (0)
+
+/* An option of `run` that belongs to one module (e.g. pmtu's --mtu-probing). */
+struct sp_run_opt {
+	const struct sp_module *module;
+	const char *name;	/* without the leading -- */
+	const char *arg;	/* argument name in the usage text */
+	const char *help;
+	int (*set)(const char *arg);	/* 0, or an exit code after printing why */
+};
+/* From a module's constructor, before main(). */
+void sp_run_opt_register(const struct sp_run_opt *opt);
+/* SIGINT/SIGTERM/SIGHUP are blocked from the start of `run` and read from a signalfd. */
+void sp_run_block_signals(void);
+
+/* Targets that vanish and come back (targets.c). Modules react through ops. */
+struct sp_target_ops {
+	const struct sp_module *module;
+	void (*iface_gone)(struct sp_run *run, int i);
+	/* run->ifindex[i] is already the new device's; 0 or -1 after logging why. */
+	int (*iface_back)(struct sp_run *run, int i, int old_ifindex);
+};
+void sp_target_ops_register(const struct sp_target_ops *ops);
+int sp_targets_start(struct sp_run *run);
+void sp_targets_stop(void);
+/* Each target's state as `status` should print it (from the pinned "targets" map). */
+struct sp_json;
+void sp_targets_status(const char *pin_dir, FILE *out, struct sp_json *j);
+/* run.c: (re)write the pinned meta map from run. */
+int sp_run_publish_meta(const struct sp_run *run);
 
 #endif /* SP_H */

@@ -6,7 +6,7 @@
 # R drops the ICMP "fragmentation needed" / "packet too big" it would send:
 # packets over the MTU vanish, a black hole. With $2 = noecho it also drops
 # ICMP echo towards D; with $2 = noprobe, also SYNs that carry data (every
-# probe stackpilot has is filtered).
+# probe stackpilot has is filtered); noprobe4 does that for IPv4 only.
 NS_S=sp-$ID-s; NS_RT=sp-$ID-rt; NS_D=sp-$ID-d; NS_D2=sp-$ID-d2
 
 pmtu_topo() {
@@ -30,10 +30,12 @@ pmtu_topo() {
 		ip netns exec "$NS_RT" nft -f - || fail "nft black hole"
 	if [ -n "${2:-}" ]; then
 		ip netns exec "$NS_RT" nft add rule inet bh c_fwd icmp type echo-request drop
-		ip netns exec "$NS_RT" nft add rule inet bh c_fwd icmpv6 type echo-request drop
+		[ "$2" = noprobe4 ] || ip netns exec "$NS_RT" nft add rule inet bh c_fwd icmpv6 type echo-request drop
+	fi
+	if [ "${2:-}" = noprobe ] || [ "${2:-}" = noprobe4 ]; then
+		ip netns exec "$NS_RT" nft add rule inet bh c_fwd 'tcp flags & (syn | ack) == syn ip length > 100 drop'
 	fi
 	if [ "${2:-}" = noprobe ]; then
-		ip netns exec "$NS_RT" nft add rule inet bh c_fwd 'tcp flags & (syn | ack) == syn ip length > 100 drop'
 		ip netns exec "$NS_RT" nft add rule inet bh c_fwd 'tcp flags & (syn | ack) == syn ip6 length > 100 drop'
 	fi
 	for _ in $(seq 50); do

@@ -48,7 +48,7 @@ t_fragguard_runs_in_netns_without_cgroup() {
 	ip netns exec "$NS_R" sh -c 'mountpoint -q /sys/fs/bpf' && fail "bpffs already in the netns view"
 	sp_start --modules fragguard --iface rp1
 	sp_json '.cgroup' | grep -qx '' || fail "fragguard-only run has a cgroup"
-	tc -n "$NS_R" filter show dev rp1 ingress | grep -q sp_fragguard || fail "no tc filter"
+	bpftool link show | grep -Eq "^[0-9]+: (type 11|tcx) +prog $(sp_json '.programs[] | select(.name == "sp_fragguard") | .id') " || fail "no tcx link"
 	sp_stop || fail "exit"
 	tc -n "$NS_R" qdisc show dev rp1 | grep -q clsact && fail "clsact left behind"
 	true
@@ -62,7 +62,7 @@ t_fragguard_keeps_existing_clsact() {
 	# Someone else's filter (classic BPF: cls_bpf is the classifier we can count on).
 	tc -n "$NS_R" filter add dev rp1 ingress pref 7 bpf bytecode '1,6 0 0 0,' || fail "foreign filter"
 	sp_start --modules fragguard --iface rp1
-	tc -n "$NS_R" filter show dev rp1 ingress | grep -q sp_fragguard || fail "no tc filter"
+	bpftool link show | grep -Eq "^[0-9]+: (type 11|tcx) +prog $(sp_json '.programs[] | select(.name == "sp_fragguard") | .id') " || fail "no tcx link"
 	sp_stop || fail exit
 	tc -n "$NS_R" filter show dev rp1 ingress | grep -q 'pref 7 bpf' || fail "foreign filter removed"
 	tc -n "$NS_R" qdisc show dev rp1 | grep -q clsact || fail "foreign clsact removed"

@@ -108,3 +108,65 @@ t_pmtu_bpftool_clamp() {
 	xfer 10.30.3.2 20000 >/dev/null || fail xfer
 	assert_eq "$(pm_entry 10.30.3.2 low_mtu)" 1500 "entry after 20 KB"
 }
+
+# pmtu.route=1 never shadows a route an admin made: a host route to the
+# destination at metric 100 (ours, metric 0, would win) or a covering /64.
+t_pmtu_route_refrains_for_admin_route() {
+	pmtu_topo 1400; make_cgroup
+	ip -n "$NS_S" route add 10.30.2.2 via 10.30.1.2 metric 100 || fail "admin route"
+	ip -n "$NS_S" -6 route add fd30:2::/64 via fd30:1::2 metric 100 || fail "admin route 6"
+	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
+	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	xfer 10.30.2.2 1000000 >/dev/null || true
+	xfer fd30:2::2 1000000 >/dev/null || true
+	for _ in $(seq 50); do
+		[ "$(pm_entry fd30:2:: state)" = searched ] && [ "$(pm_entry 10.30.2.2 state)" = searched ] && break
+		sleep 0.1
+	done
+	echo "$(grep 'not shadowing' "$TMP/sp.err")"
+	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "IPv4 destination not searched"
+	[ "$(pm_entry fd30:2:: state)" = searched ] || fail "IPv6 destination not searched"
+	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)$(ip -n "$NS_S" -6 route show proto 0xa5)" "" "our routes next to admin routes"
+	grep -q 'no route MTU to 10.30.2.2: a host route to it exists.*not shadowing it' "$TMP/sp.err" ||
+		fail "no log line for the IPv4 refusal: $(cat "$TMP/sp.err")"
+	grep -q 'no route MTU to fd30:2::2: an admin route fd30:2::/64.*covers it; not shadowing it' "$TMP/sp.err" ||
+		fail "no log line for the IPv6 refusal: $(cat "$TMP/sp.err")"
+	assert_eq "$(pm_entry 10.30.2.2 route_mtu)" 0 "route MTU in status"
+	ip -n "$NS_S" route show 10.30.2.2 | grep -q 'metric 100' || fail "admin route gone"
+	sp_stop || fail exit
+	ip -n "$NS_S" -6 route show fd30:2::/64 | grep -q 'metric 100' || fail "admin IPv6 route gone"
+}
+
+# A destination that answers no probe (10 tries of 10 s per size) does not
+# hold up the search of another one: searches run side by side.
+t_pmtu_searches_side_by_side() {
+	pmtu_topo 1400 noprobe4; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
+	sp_ctl set pmtu.max_probes=10 pmtu.probe_timeout_ms=10000 >/dev/null || fail set
+	xfer 10.30.2.2 1000000 >/dev/null || true	# its search goes on for minutes
+	grep -q '10.30.2.2: black-hole suspect' "$TMP/sp.err" || fail "IPv4 search not started: $(cat "$TMP/sp.err")"
+	xfer fd30:2::2 1000000 >/dev/null || true
+	for _ in $(seq 50); do
+		[ "$(pm_entry fd30:2:: state)" = searched ] && break
+		sleep 0.1
+	done
+	echo "$(cat "$TMP/sp.err")"
+	[ "$(pm_entry fd30:2:: state)" = searched ] || fail "IPv6 destination not searched while IPv4's search runs"
+	local low6=$(pm_entry fd30:2:: low_mtu)
+	[ "$low6" -le 1400 ] && [ "$low6" -gt 1392 ] || fail "IPv6 MTU $low6, path 1400"
+	grep -q '10.30.2.2: path MTU\|10.30.2.2 answers neither' "$TMP/sp.err" && fail "the IPv4 search ended early"
+	sp_stop || fail exit
+}
+
+# --mtu-probing is pmtu's own run option: checked by pmtu, refused without it.
+t_pmtu_run_option_errors() {
+	local rc
+	"$SP" run --pin-path "$PIN" --modules tcpstats --mtu-probing 1 2>"$TMP/err"; rc=$?
+	assert_eq "$rc" 2 "exit with --mtu-probing but no pmtu"
+	assert_eq "$(cat "$TMP/err")" "stackpilot: --mtu-probing is for the pmtu module, which is not chosen" "error line"
+	"$SP" run --pin-path "$PIN" --mtu-probing 3 2>"$TMP/err"; rc=$?
+	assert_eq "$rc" 2 "exit with --mtu-probing 3"
+	assert_eq "$(cat "$TMP/err")" "stackpilot: --mtu-probing 3: expected 0, 1 or 2" "error line"
+	"$SP" run --help | grep -q -- '--mtu-probing N .*pmtu: ' || fail "--mtu-probing not in run --help"
+	[ ! -e "$PIN" ] || fail "pin folder made by a refused run"
+}

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* pmtu loader internals: probes, routes, the search, and the module glue. */
+#ifndef SP_PMTU_H
+#define SP_PMTU_H
+
+#include <stddef.h>
+#include "sp.h"
+
+struct pmtu_bpf;
+struct bpf_link;
+struct ring_buffer;
+
+#define RTPROT_STACKPILOT 0xa5	/* marks the routes this module installs */
+
+/* The module's state while it runs (mod_pmtu.c). */
+struct pmtu_state {
+	struct pmtu_bpf *skel;
+	struct bpf_link *link;
+	struct ring_buffer *rb;
+	__u64 netns;		/* cookie of the namespace probes leave from */
+};
+extern struct pmtu_state pmtu;
+
+__u64 pmtu_now_ns(void);
+void pmtu_read_cfg(struct sp_pmtu_cfg *c);
+
+/* pmtu_probe.c: one DF probe in flight, never waited for here. */
+enum pmtu_method { PM_ECHO, PM_SYN };
+struct pmtu_probe {
+	int fd, family, method;
+	__u32 dst[4];
+	__u16 dport, sport, id, seq;
+	__u32 tcp_seq;
+	size_t len;		/* IP payload */
+	__u64 t0;
+};
+__u32 pmtu_route_mtu(int family, const __u32 *dst);
+/* 1: sent, watch p->fd; 0: could not leave (bigger than our link), a loss; -1: error. */
+int pmtu_probe_send(struct pmtu_probe *p, int method, int family, const __u32 *dst,
+		    __u16 dport, __u32 mtu);
+/* Reads what is queued on p->fd without blocking; 1 when the answer is among it. */
+int pmtu_probe_answered(struct pmtu_probe *p);
+void pmtu_probe_close(struct pmtu_probe *p);
+
+/* pmtu_route.c: host routes with a route MTU, marked RTPROT_STACKPILOT. */
+/* 0 added, 1 refrained (a route we did not make decides), or -errno. */
+int pmtu_route_set(const struct sp_pmtu_key *key, int family, const __u32 *dst, __u32 mtu);
+void pmtu_route_forget(const struct sp_pmtu_key *key);
+void pmtu_route_forget_all(void);
+/* Delete our route to dst (only one of our protocol); 0 or -errno. */
+int pmtu_route_del(int family, const __u32 *dst);
+
+/* pmtu_search.c */
+int pmtu_search_start(void);
+void pmtu_search_stop(void);
+
+#endif

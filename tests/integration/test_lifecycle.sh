@@ -1,0 +1,223 @@
+# SPDX-License-Identifier: GPL-2.0
+# The loader's lifecycle under faults: signals at any time, a blocked module,
+# kill -9, vanishing targets, concurrent runs. Each t_* is one promise.
+source "$ROOT/tests/lib_pmtu.sh"
+
+# What a run may not leave: programs on the test cgroup, its pin folder.
+nothing_attached() {
+	[ -z "$(cgroup_progs)" ] || fail "$1: programs left on $CG: $(cgroup_progs)"
+	[ ! -e "$PIN" ] || fail "$1: pin folder $PIN left behind"
+}
+
+# A SIGTERM at any moment of start-up ends the run cleanly: exit 0 (or a
+# one-line error), never death by the signal (rc 143), nothing left attached.
+# Until main() runs (fork, exec, the dynamic loader) no program can act on a
+# signal, and that window is too short to hit at will; so the run starts
+# with the signals blocked (env --block-signal), as if one had arrived before
+# main(): a run must still take it (from its signalfd) and end cleanly.
+t_lifecycle_sigterm_during_startup() {
+	make_cgroup
+	local i rc pid delay bad=0 early=0
+	for i in $(seq 40); do
+		env --block-signal=INT,TERM,HUP "$SP" run --pin-path "$PIN" --cgroup "$CG" \
+			--modules tcpstats,pmtu --interval 0 >"$TMP/out" 2>"$TMP/err" &
+		pid=$!
+		BG_PIDS=("$pid")	# a run that ignores the signal dies with the test
+		delay=$((5 + RANDOM % 120))
+		sleep "0.$(printf %03d "$delay")"
+		grep -q '^stackpilot: attached' "$TMP/out" || early=$((early + 1))
+		kill -TERM "$pid"
+		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "cycle $i: SIGTERM after ${delay} ms: still running 5 s later"
+			kill -KILL "$pid"; wait "$pid"
+			bad=$((bad + 1)); [ "$bad" -ge 3 ] && break; continue
+		fi
+		wait "$pid"; rc=$?
+		if [ "$rc" != 0 ] && ! { [ "$rc" = 1 ] && [ "$(wc -l <"$TMP/err")" = 1 ]; }; then
+			echo "cycle $i: SIGTERM after ${delay} ms: exit $rc, stderr: $(cat "$TMP/err")"
+			bad=$((bad + 1))
+		fi
+		nothing_attached "cycle $i (SIGTERM after ${delay} ms)"
+	done
+	echo "40 cycles, $early signalled before 'attached'"
+	assert_eq "$bad" 0 "runs that died by the signal, hung or failed unclearly"
+	assert_ge "$early" 1 "cycles signalled during start-up"
+}
+
+# A pmtu search of a destination that answers nothing (10 tries of 10 s per
+# size) runs beside everything else: fragguard's memory sample and the
+# status line keep coming every interval.
+t_lifecycle_search_does_not_block() {
+	pmtu_topo 1400 noprobe; make_cgroup
+	sp_start --modules pmtu,fragguard --cgroup "sp-test-$ID" --iface s0 --mtu-probing 1 --interval 1
+	sp_ctl set pmtu.max_probes=10 pmtu.probe_timeout_ms=10000 >/dev/null || fail set
+	xfer 10.30.2.2 1000000 >/dev/null &
+	BG_PIDS+=($!)
+	for _ in $(seq 100); do
+		[ "$(sp_json '.modules.pmtu.black_hole_suspects')" -ge 1 ] 2>/dev/null && break
+		sleep 0.1
+	done
+	assert_ge "$(sp_json '.modules.pmtu.black_hole_suspects')" 1 "black-hole suspects reported"
+	sleep 0.5	# the search has begun: its base probes wait 10 s each
+	# Incomplete datagrams into S: reassembly memory the sample must see.
+	ip netns exec "$NS_RT" "$FRAGFLOOD" 10.30.1.1 200 >/dev/null || fail fragflood
+	local kmem lines0 lines1 mem
+	kmem=$(ip netns exec "$NS_S" awk '/^FRAG:/ { print $5 }' /proc/net/sockstat)
+	assert_ge "$kmem" 100000 "reassembly memory in S"
+	sleep 1.5
+	mem=$(sp_json '.modules.fragguard.ipv4.mem')
+	echo "kernel $kmem, fragguard sample $mem, while: $(tail -1 "$TMP/sp.err")"
+	assert_ge "$mem" $((kmem / 2)) "fragguard's sample of reassembly memory during the search"
+	lines0=$(grep -c '^stackpilot pid' "$TMP/sp.out")
+	sleep 3.2
+	lines1=$(grep -c '^stackpilot pid' "$TMP/sp.out")
+	assert_ge $((lines1 - lines0)) 3 "status lines in 3.2 s with --interval 1"
+	grep -q 'cannot probe it' "$TMP/sp.err" && fail "search ended before the checks"
+	# A signal ends the run at once, search in flight or not.
+	local t0=$(date +%s%N)
+	sp_stop || fail "exit during a search"
+	assert_ge 1000 $(( ($(date +%s%N) - t0) / 1000000 )) "ms to exit during a search"
+}
+
+# kill -9 leaves the route and the sysctl a run set; the next run in the
+# namespace removes the one and restores the other.
+t_lifecycle_sigkill_restores_route_and_sysctl() {
+	pmtu_topo 1400; make_cgroup
+	# Connections start at full size even with tcp_mtu_probing=2: they stall
+	# into the black hole, and the search installs a route.
+	ip netns exec "$NS_S" sysctl -qw net.ipv4.tcp_base_mss=1460
+	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 2
+	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	xfer 10.30.2.2 1000000 >/dev/null || true
+	for _ in $(seq 50); do
+		[ -n "$(ip -n "$NS_S" route show proto 0xa5)" ] && break
+		sleep 0.1
+	done
+	[ -n "$(ip -n "$NS_S" route show proto 0xa5)" ] || fail "no route installed: $(cat "$TMP/sp.err")"
+	assert_eq "$(ip netns exec "$NS_S" sysctl -n net.ipv4.tcp_mtu_probing)" 2 "tcp_mtu_probing while running"
+	sp_stop KILL
+	[ -n "$(ip -n "$NS_S" route show proto 0xa5)" ] || fail "the killed run's route went by itself"
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	echo "after kill -9, the next run: $(grep 'killed run' "$TMP/sp.err")"
+	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes of a killed run after the next start"
+	assert_eq "$(ip netns exec "$NS_S" sysctl -n net.ipv4.tcp_mtu_probing)" 0 "tcp_mtu_probing after the next start"
+	sp_stop || fail exit
+}
+
+# One run per namespace sets tcp_mtu_probing: a second one asking for it is
+# refused with one line and attaches nothing; the first one's exit restores
+# the value from before it.
+t_lifecycle_second_mtu_probing_refused() {
+	netns_pair; make_cgroup
+	SP_NS=$NS_A
+	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
+	local progs=$(cgroup_progs) rc
+	# A child cgroup: the same one would be refused by its own lock first.
+	mkdir "$CG/c2" || fail "mkdir $CG/c2"
+	on_exit rmdir "$CG/c2"
+	timeout 5 ip netns exec "$NS_A" "$SP" run --pin-path "$PIN-2" --modules pmtu --cgroup "sp-test-$ID/c2" \
+		--mtu-probing 2 --interval 0 >"$TMP/out2" 2>"$TMP/err2"; rc=$?
+	cat "$TMP/err2"
+	assert_eq "$rc" 1 "exit of the second run"
+	assert_eq "$(wc -l <"$TMP/err2")" 1 "stderr lines of the second run"
+	grep -q "pid $SP_PID already set tcp_mtu_probing" "$TMP/err2" || fail "unclear refusal"
+	assert_eq "$(cgroup_progs)" "$progs" "programs on the cgroup after the refused run"
+	assert_eq "$(ip netns exec "$NS_A" sysctl -n net.ipv4.tcp_mtu_probing)" 1 "tcp_mtu_probing after the refused run"
+	sp_stop || fail exit
+	assert_eq "$(ip netns exec "$NS_A" sysctl -n net.ipv4.tcp_mtu_probing)" 0 "tcp_mtu_probing after the first run's exit"
+}
+
+# fragguard's tc program is held by a tcx link of the run: kill -9 takes it
+# along. Fragments then reach the kernel as if stackpilot had never run, and
+# nothing of ours stays on the device.
+t_lifecycle_fragguard_sigkill_leaves_nothing() {
+	source "$ROOT/tests/lib_frag.sh"
+	frag_topo 1
+	sp_start --modules fragguard --iface rp1
+	sp_ctl set fragguard.peer_limit_kb=16 >/dev/null || fail set	# a stale program would refuse nearly all
+	local id=$(sp_json '.programs[] | select(.name == "sp_fragguard") | .id')
+	[ -n "$id" ] || fail "no sp_fragguard program in status"
+	sp_stop KILL
+	sleep 0.3
+	assert_eq "$(tc -n "$NS_R" filter show dev rp1 ingress)" "" "tc filters on rp1 after kill -9"
+	bpftool link show | grep -Eq "prog $id( |$)" && fail "a link of program $id after kill -9"
+	bpftool prog show id "$id" >/dev/null 2>&1 && fail "program $id still loaded after kill -9"
+	peer 1 "$FRAGFLOOD" 10.50.1.1 200 >/dev/null || fail flood
+	sleep 0.2
+	local inuse=$(ip netns exec "$NS_R" awk '/^FRAG:/ { print $3 }' /proc/net/sockstat)
+	echo "after kill -9: $inuse of 200 incomplete datagrams queued by the kernel"
+	assert_ge "$inuse" 195 "datagrams that reached reassembly after kill -9"
+	# A filter with our handle, as a killed run of an older version (or of a
+	# kernel without tcx) leaves it, is removed by the next start.
+	tc -n "$NS_R" qdisc add dev rp1 clsact || fail clsact
+	tc -n "$NS_R" filter add dev rp1 ingress pref 21328 handle 0x5350 bpf bytecode '1,6 0 0 0,' || fail "stale filter"
+	sp_start --modules fragguard --iface rp1
+	assert_eq "$(tc -n "$NS_R" filter show dev rp1 ingress)" "" "tc filters on rp1 after the next start"
+	grep -q 'removed a stale filter on rp1' "$TMP/sp.err" || fail "no log line for the stale filter"
+	sp_stop || fail exit
+}
+
+# The cgroup is removed under a run: it says so in a log line and in status,
+# and goes on until told to stop.
+t_lifecycle_cgroup_removed() {
+	make_cgroup
+	sp_start --modules tcpstats --cgroup "$CG"
+	rmdir "$CG" || fail "rmdir $CG"
+	for _ in $(seq 20); do grep -q 'was removed' "$TMP/sp.err" && break; sleep 0.1; done
+	grep -q "cgroup $CG was removed" "$TMP/sp.err" || fail "no log line: $(cat "$TMP/sp.err")"
+	assert_eq "$(sp_json '.cgroup')" "$CG (removed)" "cgroup in status"
+	assert_eq "$(sp_json '.alive')" true "alive in status"
+	sp_stop || fail "exit after the cgroup went"
+}
+
+# An --iface device is deleted: logged and shown in status; when a device of
+# that name comes back, fragguard is attached to it again.
+t_lifecycle_iface_deleted_and_back() {
+	source "$ROOT/tests/lib_frag.sh"
+	frag_topo 1
+	sp_start --modules fragguard --iface rp1
+	ip -n "$NS_R" link del rp1 || fail "link del"
+	for _ in $(seq 20); do grep -q 'rp1.*is gone' "$TMP/sp.err" && break; sleep 0.1; done
+	grep -q 'interface rp1 (index [0-9]*) is gone' "$TMP/sp.err" || fail "no log line: $(cat "$TMP/sp.err")"
+	assert_eq "$(sp_json '.ifaces | join(",")')" "?" "ifaces in status while rp1 is gone"
+	veth "$NS_R" rp1 "sp-$ID-p1" pr1
+	ip -n "$NS_R" addr add 10.50.1.1/24 dev rp1
+	ip -n "sp-$ID-p1" addr add 10.50.1.2/24 dev pr1
+	for _ in $(seq 20); do grep -q 'rp1 is back' "$TMP/sp.err" && break; sleep 0.1; done
+	grep -q 'interface rp1 is back (index [0-9]*): attached again' "$TMP/sp.err" || fail "not attached again: $(cat "$TMP/sp.err")"
+	assert_eq "$(sp_json '.ifaces | join(",")')" rp1 "ifaces in status after rp1 came back"
+	local before=$(sp_json '.modules.fragguard.fragments')
+	peer 1 "$FRAGFLOOD" 10.50.1.1 50 >/dev/null || fail flood
+	sleep 0.2
+	assert_ge "$(sp_json '.modules.fragguard.fragments')" $((before + 50)) "fragments seen on the new rp1"
+	sp_stop || fail "exit"
+	assert_eq "$(tc -n "$NS_R" filter show dev rp1 ingress)" "" "filters on rp1 after exit"
+}
+
+# Log lines: one per action, at most a burst of 5 then 5 a second from one
+# place (the rest counted in one line); debug lines only with --verbose.
+t_lifecycle_log_rate_limited() {
+	source "$ROOT/tests/lib_frag.sh"
+	frag_topo 1
+	sp_start --modules fragguard --iface rp1
+	local i t0=$(date +%s.%N)
+	for i in $(seq 15); do
+		ip -n "$NS_R" link del rp1 || fail "link del"
+		ip -n "$NS_R" link add rp1 type veth peer name pr1 || fail "link add"
+	done
+	echo "15 flaps in $(echo "$(date +%s.%N) - $t0" | bc) s"
+	sleep 1.2
+	ip -n "$NS_R" link del rp1 || fail "link del"
+	sleep 0.3
+	cat "$TMP/sp.err"
+	local gone=$(grep -c 'interface rp1 (index [0-9]*) is gone' "$TMP/sp.err")
+	[ "$gone" -ge 5 ] && [ "$gone" -lt 16 ] || fail "'is gone' lines for 16 deletions: $gone, expected a burst of 5, then fewer"
+	grep -q 'similar lines suppressed' "$TMP/sp.err" || fail "no count of suppressed lines"
+	grep -q 'debug:' "$TMP/sp.err" && fail "debug lines without --verbose"
+	sp_stop || fail exit
+	ip -n "$NS_R" link add rp1 type veth peer name pr1 || fail "link add"
+	sp_start --modules fragguard --iface rp1 --verbose
+	sp_stop || fail exit
+	grep -q 'debug: signal 15: detaching' "$TMP/sp.err" || fail "no debug line with --verbose: $(cat "$TMP/sp.err")"
+}
