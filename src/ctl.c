@@ -4,6 +4,8 @@
 #include <getopt.h>
 #include <net/if.h>
 #include <signal.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,13 +61,25 @@ static int read_meta(const char *pin_dir, struct sp_meta *meta)
 	return 0;
 }
 
-static void print_progs(const struct sp_meta *meta, struct sp_json *j, FILE *out)
+static const struct sp_field prog_cols[] = {
+	{ "id", SP_GAUGE, false, "", "the kernel's program id (an identifier)" },
+	{ "name", SP_STRING, false, "", "program name" },
+	{ "run_cnt", SP_COUNTER, false, "", "runs since the run enabled BPF stats" },
+	{ "run_time_ns", SP_COUNTER, false, "ns", "time spent in the program" },
+	{ "avg_ns", SP_GAUGE, true, "ns", "average time per run" },
+};
+
+/* The attached programs' kernel stats, as a table of rep. */
+static void report_progs(const struct sp_meta *meta, struct sp_report *rep)
 {
+	struct sp_table *t = sp_table_add(rep, "programs", "attached BPF programs",
+					  prog_cols, sizeof(prog_cols) / sizeof(prog_cols[0]));
+
 	for (__u32 i = 0; i < meta->nr_progs && i < SP_MAX_PROGS; i++) {
 		struct bpf_prog_info info = {};
 		__u32 len = sizeof(info);
 		int fd = bpf_prog_get_fd_by_id(meta->prog_ids[i]);
-		double avg;
+		struct sp_val *row;
 
 		if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len)) {
 			if (fd >= 0)
@@ -73,57 +87,67 @@ static void print_progs(const struct sp_meta *meta, struct sp_json *j, FILE *out
 			continue;
 		}
 		close(fd);
-		avg = info.run_cnt ? (double)info.run_time_ns / info.run_cnt : 0;
-		if (!j) {
-			fprintf(out, "  %-16.*s id %-6u runs %-10llu avg %.0f ns\n",
-				(int)sizeof(info.name), info.name, info.id,
-				(unsigned long long)info.run_cnt, avg);
-			continue;
-		}
-		sp_json_begin_object(j);
-		sp_json_key(j, "id"), sp_json_u64(j, info.id);
-		sp_json_key(j, "name"), sp_json_strn(j, info.name, sizeof(info.name));
-		sp_json_key(j, "run_cnt"), sp_json_u64(j, info.run_cnt);
-		sp_json_key(j, "run_time_ns"), sp_json_u64(j, info.run_time_ns);
-		sp_json_key(j, "avg_ns"), sp_json_double(j, avg);
-		sp_json_end_object(j);
+		if (!(row = sp_table_row(t)))
+			break;
+		row[0].i = info.id;
+		snprintf(row[1].s, sizeof(row[1].s), "%.*s", (int)sizeof(info.name), info.name);
+		row[2].u = info.run_cnt;
+		row[3].u = info.run_time_ns;
+		row[4].d = info.run_cnt ? (double)info.run_time_ns / info.run_cnt : 0;
 	}
 }
 
 /*
- * Every module object starts with its tunables ("cfg", null when its config
- * pin is missing), so status() functions that still print ",\"key\":..." by
- * hand always follow a member (see sp_json_init_member).
+ * A module's records: its tunables first (group "cfg"; false when its
+ * config pin is missing), then what its report() adds.
  */
-static void module_json(const char *pin_dir, const struct sp_module *m, struct sp_json *j)
+static bool module_report(const char *pin_dir, const struct sp_module *m, struct sp_report *rep)
 {
 	unsigned char cfg[256];
-	__u32 v;
+	bool have_cfg = !sp_cfg_read(pin_dir, m, cfg);
+
+	memset(rep, 0, offsetof(struct sp_report, recs));
+	for (int i = 0; have_cfg && i < m->nr_tunables; i++) {
+		__u32 v;
+
+		memcpy(&v, cfg + m->tunables[i].off, sizeof(v));
+		sp_rec_gauge(rep, "cfg", m->tunables[i].name, v, "", m->tunables[i].help);
+	}
+	if (m->report)
+		m->report(pin_dir, rep);
+	return have_cfg;
+}
+
+/* Modules without report() print their members after "cfg" (see sp_json_init_member). */
+static void module_json(const char *pin_dir, const struct sp_module *m, struct sp_json *j,
+			struct sp_report *rep)
+{
+	bool have_cfg = module_report(pin_dir, m, rep);
 
 	sp_json_key(j, m->name);
 	sp_json_begin_object(j);
-	sp_json_key(j, "cfg");
-	if (sp_cfg_read(pin_dir, m, cfg)) {
-		sp_json_null(j);
-	} else {
-		sp_json_begin_object(j);
-		for (int i = 0; i < m->nr_tunables; i++) {
-			memcpy(&v, cfg + m->tunables[i].off, sizeof(v));
-			sp_json_key(j, m->tunables[i].name), sp_json_u64(j, v);
-		}
-		sp_json_end_object(j);
-	}
-	m->status(pin_dir, j->out, true);
+	/* "cfg" is always there, first: null when the module's config pin is missing. */
+	if (!have_cfg)
+		sp_json_key(j, "cfg"), sp_json_null(j);
+	else if (!m->nr_tunables)
+		sp_json_key(j, "cfg"), sp_json_begin_object(j), sp_json_end_object(j);
+	sp_report_json(rep, j);
+	if (!m->report)
+		m->status(pin_dir, j->out, true);
 	sp_json_end_object(j);
 }
 
+/* The version of the JSON layout: raised when a member changes meaning or goes. */
+#define SP_STATUS_SCHEMA 1
+
 static void status_json(const char *pin_dir, const struct sp_meta *meta, bool alive,
-			unsigned long long up)
+			unsigned long long up, struct sp_report *rep)
 {
 	struct sp_json j;
 
 	sp_json_init(&j, stdout);
 	sp_json_begin_object(&j);
+	sp_json_key(&j, "schema"), sp_json_u64(&j, SP_STATUS_SCHEMA);
 	sp_json_key(&j, "pid"), sp_json_u64(&j, meta->pid);
 	sp_json_key(&j, "alive"), sp_json_bool(&j, alive);
 	sp_json_key(&j, "uptime_s"), sp_json_u64(&j, up);
@@ -142,15 +166,44 @@ static void status_json(const char *pin_dir, const struct sp_meta *meta, bool al
 	sp_json_begin_object(&j);
 	for (int i = 0; i < sp_nr_modules; i++)
 		if (meta->modules & (1u << i))
-			module_json(pin_dir, sp_modules[i], &j);
+			module_json(pin_dir, sp_modules[i], &j, rep);
 	sp_json_end_object(&j);
-	sp_targets_status(pin_dir, stdout, &j);
-	sp_json_key(&j, "programs");
-	sp_json_begin_array(&j);
-	print_progs(meta, &j, stdout);
-	sp_json_end_array(&j);
+	memset(rep, 0, offsetof(struct sp_report, recs));
+	sp_targets_report(pin_dir, rep);
+	report_progs(meta, rep);
+	sp_report_json(rep, &j);
 	sp_json_end_object(&j);
 	putchar('\n');
+}
+
+static void status_text(const char *pin_dir, const struct sp_meta *meta, bool alive,
+			unsigned long long up, struct sp_report *rep)
+{
+	printf("stackpilot pid %u%s, up %llu s, pins %s\n", meta->pid,
+	       alive ? "" : " (not running: stale pins)", up, pin_dir);
+	if (meta->cgroup[0])
+		printf("cgroup %.*s\n", (int)sizeof(meta->cgroup), meta->cgroup);
+	for (__u32 i = 0; i < meta->nr_ifaces && i < SP_MAX_IFACES; i++) {
+		char name[IF_NAMESIZE] = "?";
+
+		if_indextoname(meta->ifindex[i], name);
+		printf("%s%s", i ? "," : "iface ", name);
+	}
+	if (meta->nr_ifaces)
+		printf("\n");
+	for (int i = 0; i < sp_nr_modules; i++) {
+		if (!(meta->modules & (1u << i)))
+			continue;
+		printf("%s:\n", sp_modules[i]->name);
+		module_report(pin_dir, sp_modules[i], rep);
+		sp_report_text(rep, stdout, "  ");
+		if (!sp_modules[i]->report)
+			sp_modules[i]->status(pin_dir, stdout, false);
+	}
+	memset(rep, 0, offsetof(struct sp_report, recs));
+	sp_targets_report(pin_dir, rep);
+	report_progs(meta, rep);
+	sp_report_text(rep, stdout, "");
 }
 
 static void usage_status(FILE *out)
@@ -165,6 +218,7 @@ int cmd_status(int argc, char **argv)
 {
 	char pin_dir[256];
 	struct sp_meta meta;
+	struct sp_report *rep;
 	unsigned long long up;
 	bool json = false, alive;
 	int rc = parse_common(argc, argv, pin_dir, sizeof(pin_dir), &json, usage_status);
@@ -183,31 +237,15 @@ int cmd_status(int argc, char **argv)
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		up = ts.tv_sec - meta.started_ns / 1000000000ULL;
 	}
-	if (json) {
-		status_json(pin_dir, &meta, alive, up);
-		return sp_pin_errors ? 1 : 0;
-	}
-	printf("stackpilot pid %u%s, up %llu s, pins %s\n", meta.pid,
-	       alive ? "" : " (not running: stale pins)", up, pin_dir);
-	if (meta.cgroup[0])
-		printf("cgroup %.*s\n", (int)sizeof(meta.cgroup), meta.cgroup);
-	for (__u32 i = 0; i < meta.nr_ifaces && i < SP_MAX_IFACES; i++) {
-		char name[IF_NAMESIZE] = "?";
-
-		if_indextoname(meta.ifindex[i], name);
-		printf("%s%s", i ? "," : "iface ", name);
-	}
-	if (meta.nr_ifaces)
-		printf("\n");
-	for (int i = 0; i < sp_nr_modules; i++) {
-		if (!(meta.modules & (1u << i)))
-			continue;
-		printf("%s:\n", sp_modules[i]->name);
-		sp_modules[i]->status(pin_dir, stdout, false);
-	}
-	sp_targets_status(pin_dir, stdout, NULL);
-	printf("programs:\n");
-	print_progs(&meta, NULL, stdout);
+	/* A report holds top-N tables: too big for the stack of a status every interval. */
+	rep = malloc(sizeof(*rep));
+	if (!rep)
+		return sp_fail(1, "status: %s", strerror(ENOMEM));
+	if (json)
+		status_json(pin_dir, &meta, alive, up, rep);
+	else
+		status_text(pin_dir, &meta, alive, up, rep);
+	free(rep);
 	/* Output stays well-formed, but a missing pin is a failure to report. */
 	return sp_pin_errors ? 1 : 0;
 }

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,9 +31,6 @@ static const struct sp_tunable tunables[] = {
 	SP_PMTU_TUNABLES(SP_TUNABLE_ROW, struct sp_pmtu_cfg)
 };
 
-struct pmtu_state pmtu;
-static int mtu_probing_arg = -1, saved_mtu_probing = -1;
-
 __u64 pmtu_now_ns(void)
 {
 	struct timespec ts;
@@ -41,11 +39,11 @@ __u64 pmtu_now_ns(void)
 	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
-void pmtu_read_cfg(struct sp_pmtu_cfg *c)
+void pmtu_read_cfg(struct pmtu_state *st, struct sp_pmtu_cfg *c)
 {
 	__u32 zero = 0;
 
-	if (bpf_map_lookup_elem(bpf_map__fd(pmtu.skel->maps.pmtu_cfg), &zero, c))
+	if (bpf_map_lookup_elem(bpf_map__fd(st->skel->maps.pmtu_cfg), &zero, c))
 		memset(c, 0, sizeof(*c));
 	/* Written from outside too: clamp as the BPF side does. */
 	for (int i = 0; i < (int)(sizeof(tunables) / sizeof(tunables[0])); i++) {
@@ -60,20 +58,19 @@ void pmtu_read_cfg(struct sp_pmtu_cfg *c)
 
 /* ---- --mtu-probing ------------------------------------------------------ */
 
-static int set_mtu_probing(const char *arg)
+static int check_mtu_probing(const char *arg)
 {
 	__u32 v;
 
 	if (sp_parse_u32(arg, 0, 2, &v))
 		return sp_fail(2, "--mtu-probing %s: expected 0, 1 or 2", arg);
-	mtu_probing_arg = v;
 	return 0;
 }
 
 static const struct sp_run_opt mtu_probing_opt = {
 	.module = &sp_mod_pmtu, .name = "mtu-probing", .arg = "N",
 	.help = "net.ipv4.tcp_mtu_probing = N (0-2) here while running",
-	.set = set_mtu_probing,
+	.check = check_mtu_probing,
 };
 
 __attribute__((constructor)) static void register_opts(void)
@@ -86,13 +83,13 @@ __attribute__((constructor)) static void register_opts(void)
  * refused, so that no exit restores a value from under a live run. What is
  * set is on disk first, for the next run to restore if this one is killed.
  */
-static int apply_mtu_probing(void)
+static int apply_mtu_probing(struct pmtu_state *st)
 {
 	char held[128];
 	pid_t pid;
 	int cur, err = 0;
 
-	if (mtu_probing_arg < 0) {
+	if (st->mtu_probing_arg < 0) {
 		if (sp_sysctl_read(MTU_PROBING) == 0)
 			sp_log(SP_LOG_WARN, "pmtu: net.ipv4.tcp_mtu_probing is 0 here: the kernel "
 			       "never detects black holes itself; --mtu-probing 1 sets it for this run");
@@ -106,13 +103,13 @@ static int apply_mtu_probing(void)
 			     "in this network namespace (%d now); only one run may", pid, cur);
 	else if (cur < 0)
 		err = sp_err("pmtu: cannot read net.ipv4.tcp_mtu_probing");
-	else if (sp_state_add("sysctl " MTU_PROBING " %d %d", cur, mtu_probing_arg))
+	else if (sp_state_add("sysctl " MTU_PROBING " %d %d", cur, st->mtu_probing_arg))
 		err = -1;
-	else if ((err = sp_sysctl_write(MTU_PROBING, mtu_probing_arg))) {
-		sp_state_del("sysctl " MTU_PROBING " %d %d", cur, mtu_probing_arg);
+	else if ((err = sp_sysctl_write(MTU_PROBING, st->mtu_probing_arg))) {
+		sp_state_del("sysctl " MTU_PROBING " %d %d", cur, st->mtu_probing_arg);
 		err = sp_err("pmtu: setting tcp_mtu_probing: %s", strerror(-err));
 	} else {
-		saved_mtu_probing = cur;
+		st->saved_mtu_probing = cur;
 	}
 	sp_state_unlock();
 	return err;
@@ -120,40 +117,50 @@ static int apply_mtu_probing(void)
 
 /* ---- start / stop ------------------------------------------------------- */
 
-static void stop(struct sp_run *run)
+static void stop(struct sp_run *run, void *inst)
 {
-	pmtu_search_stop();
-	pmtu_route_forget_all();
-	if (saved_mtu_probing >= 0 && !sp_sysctl_write(MTU_PROBING, saved_mtu_probing))
-		sp_state_del("sysctl " MTU_PROBING " %d %d", saved_mtu_probing, mtu_probing_arg);
-	saved_mtu_probing = -1;
-	if (pmtu.skel)
-		sp_module_unpublish(run, pmtu.skel->obj, &pmtu.link);
-	pmtu_bpf__destroy(pmtu.skel);
-	pmtu.skel = NULL;
+	struct pmtu_state *st = inst;
+
+	if (!st)
+		return;
+	pmtu_search_stop(st);
+	pmtu_route_forget_all(st);
+	if (st->saved_mtu_probing >= 0 && !sp_sysctl_write(MTU_PROBING, st->saved_mtu_probing))
+		sp_state_del("sysctl " MTU_PROBING " %d %d", st->saved_mtu_probing, st->mtu_probing_arg);
+	if (st->skel)
+		sp_module_unpublish(run, st->skel->obj, &st->link);
+	pmtu_bpf__destroy(st->skel);
+	free(st);
 }
 
-static int start(struct sp_run *run)
+static int start(struct sp_run *run, void **inst)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = run->btf_path);
-	socklen_t l = sizeof(pmtu.netns);
+	struct pmtu_state *st = calloc(1, sizeof(*st));
+	const char *arg = sp_run_opt_arg(run, &mtu_probing_opt);
+	socklen_t l = sizeof(__u64);
+	__u32 v;
 	int err, fd;
 
+	if (!(*inst = st))
+		return sp_err("pmtu: %s", strerror(ENOMEM));
+	st->saved_mtu_probing = -1;
+	st->mtu_probing_arg = arg && !sp_parse_u32(arg, 0, 2, &v) ? (int)v : -1;
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &pmtu.netns, &l))
+	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &st->netns, &l))
 		return sp_err("pmtu: reading this namespace's cookie: %s", strerror(errno));
 	close(fd);
 	/* Before anything is attached: a refused run leaves no trace, even briefly. */
-	if (apply_mtu_probing())
+	if (apply_mtu_probing(st))
 		return -1;
-	pmtu.skel = pmtu_bpf__open_opts(&opts);
-	if (!pmtu.skel)
+	st->skel = pmtu_bpf__open_opts(&opts);
+	if (!st->skel)
 		return sp_err("pmtu: open: %s", strerror(errno));
-	err = pmtu_bpf__load(pmtu.skel);
+	err = pmtu_bpf__load(st->skel);
 	if (err)
 		return sp_err("pmtu: load: %s", strerror(-err));
-	if (pmtu_search_start() ||
-	    sp_module_publish(run, &sp_mod_pmtu, pmtu.skel->obj, pmtu.skel->progs.sp_pmtu, &pmtu.link))
+	if (pmtu_search_start(st) ||
+	    sp_module_publish(run, &sp_mod_pmtu, st->skel->obj, st->skel->progs.sp_pmtu, &st->link))
 		return -1;
 	return 0;
 }
@@ -167,37 +174,53 @@ static const char *const names[SP_PM_NR] = {
 };
 static const char *const states[] = { "learned", "suspect", "searched", "no_probe" };
 
-static void status(const char *pin_dir, FILE *out, bool json)
+static const struct sp_field dst_cols[] = {
+	{ "dst", SP_STRING, false, "", "destination (the prefix of its entry)" },
+	{ "low_mtu", SP_GAUGE, false, "bytes", "largest size known to pass" },
+	{ "high_mtu", SP_GAUGE, false, "bytes", "smallest size known not to pass; 0: none" },
+	{ "low_mss", SP_GAUGE, false, "bytes", "the MSS later connections start with" },
+	{ "state", SP_STRING, false, "", "learned, suspect, searched or no_probe" },
+	{ "age_s", SP_GAUGE, true, "seconds", "since the entry last changed" },
+	{ "probes", SP_COUNTER, false, "", "probes sent to it" },
+	{ "clamped", SP_COUNTER, false, "", "connections started with its MSS" },
+	{ "route_mtu", SP_GAUGE, false, "bytes", "MTU of our route to it; 0: none" },
+};
+
+static void report(const char *pin_dir, struct sp_report *rep)
 {
-	int fd = sp_open_pinned(pin_dir, "pmtu_dsts"), n = 0;
+	int fd = sp_open_pinned(pin_dir, "pmtu_dsts");
 	struct sp_pmtu_key k, next;
 	struct sp_pmtu_entry e;
+	struct sp_table *t;
+	struct sp_val *row;
 	void *prev = NULL;
 	__u64 now = pmtu_now_ns();
 
-	sp_print_counters(pin_dir, "pmtu_ctr", names, SP_PM_NR, out, json);
+	sp_report_counters(rep, pin_dir, "pmtu_ctr", names, SP_PM_NR,
+			   "events of the cgroup's connections and the search since the run started");
 	if (fd < 0)
 		return;
-	fprintf(out, json ? ",\"destinations\":[" : "  destinations:\n");
-	while (!bpf_map_get_next_key(fd, prev, &next) && n < 100) {
-		char a[INET6_ADDRSTRLEN];
+	t = sp_table_add(rep, "destinations", "what is known of each destination's path MTU",
+			 dst_cols, sizeof(dst_cols) / sizeof(dst_cols[0]));
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		int v6 = next.family == AF_INET6;
 
 		k = next;
 		prev = &k;
 		if (bpf_map_lookup_elem(fd, &k, &e))
 			continue;
-		inet_ntop(v6 ? AF_INET6 : AF_INET, k.addr, a, sizeof(a));
-		fprintf(out, json ? "%s{\"dst\":\"%s\",\"low_mtu\":%u,\"high_mtu\":%u,\"low_mss\":%u,"
-				    "\"state\":\"%s\",\"age_s\":%.1f,\"probes\":%u,\"clamped\":%u,\"route_mtu\":%u}"
-				  : "%s    %-24s low %-5u high %-5u mss %-5u %-9s age %.1fs probes %u clamped %u route %u\n",
-			json && n ? "," : "", a, e.low, e.high, e.low ? e.low - (v6 ? 60 : 40) : 0,
-			e.state < 4 ? states[e.state] : "?", (now - e.updated_ns) / 1e9, e.probes,
-			e.clamped, e.route_mtu);
-		n++;
+		if (!(row = sp_table_row(t)))
+			break;	/* a full table: at most SP_TABLE_ROWS (100) shown */
+		inet_ntop(v6 ? AF_INET6 : AF_INET, k.addr, row[0].s, sizeof(row[0].s));
+		row[1].i = e.low;
+		row[2].i = e.high;
+		row[3].i = e.low ? e.low - (v6 ? 60 : 40) : 0;
+		snprintf(row[4].s, sizeof(row[4].s), "%s", e.state < 4 ? states[e.state] : "?");
+		row[5].d = (now - e.updated_ns) / 1e9;
+		row[6].u = e.probes;
+		row[7].u = e.clamped;
+		row[8].i = e.route_mtu;
 	}
-	if (json)
-		fprintf(out, "]");
 	close(fd);
 }
 
@@ -211,5 +234,5 @@ const struct sp_module sp_mod_pmtu = {
 	.needs_cgroup = true,
 	.start = start,
 	.stop = stop,
-	.status = status,
+	.report = report,
 };

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -14,29 +15,39 @@ static const struct sp_tunable tunables[] = {
 	SP_REHASH_TUNABLES(SP_TUNABLE_ROW, struct sp_rehash_cfg)
 };
 
-static struct rehash_bpf *skel;
-static struct bpf_link *sp_link;
+struct rehash_inst {
+	struct rehash_bpf *skel;
+	struct bpf_link *link;
+};
 
-static void stop(struct sp_run *run)
+static void stop(struct sp_run *run, void *inst)
 {
-	if (skel)
-		sp_module_unpublish(run, skel->obj, &sp_link);
-	rehash_bpf__destroy(skel);
-	skel = NULL;
+	struct rehash_inst *in = inst;
+
+	if (!in)
+		return;
+	if (in->skel)
+		sp_module_unpublish(run, in->skel->obj, &in->link);
+	rehash_bpf__destroy(in->skel);
+	free(in);
 }
 
-static int start(struct sp_run *run)
+static int start(struct sp_run *run, void **inst)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = run->btf_path);
+	struct rehash_inst *in = calloc(1, sizeof(*in));
 	int err;
 
-	skel = rehash_bpf__open_opts(&opts);
-	if (!skel)
+	if (!(*inst = in))
+		return sp_err("rehash: %s", strerror(ENOMEM));
+	in->skel = rehash_bpf__open_opts(&opts);
+	if (!in->skel)
 		return sp_err("rehash: open: %s", strerror(errno));
-	err = rehash_bpf__load(skel);
+	err = rehash_bpf__load(in->skel);
 	if (err)
 		return sp_err("rehash: load: %s", strerror(-err));
-	return sp_module_publish(run, &sp_mod_rehash, skel->obj, skel->progs.sp_rehash, &sp_link);
+	return sp_module_publish(run, &sp_mod_rehash, in->skel->obj, in->skel->progs.sp_rehash,
+				 &in->link);
 }
 
 static const char *const names[SP_RH_NR] = {

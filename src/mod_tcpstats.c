@@ -2,6 +2,7 @@
 /* tcpstats: loader side. See bpf/tcpstats.bpf.c. */
 #include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <bpf/libbpf.h>
 #include "sp.h"
@@ -11,29 +12,39 @@ static const struct sp_tunable tunables[] = {
 	SP_TCPSTATS_TUNABLES(SP_TUNABLE_ROW, struct sp_tcpstats_cfg)
 };
 
-static struct tcpstats_bpf *skel;
-static struct bpf_link *sp_link;
+struct tcpstats_inst {
+	struct tcpstats_bpf *skel;
+	struct bpf_link *link;
+};
 
-static void stop(struct sp_run *run)
+static void stop(struct sp_run *run, void *inst)
 {
-	if (skel)
-		sp_module_unpublish(run, skel->obj, &sp_link);
-	tcpstats_bpf__destroy(skel);
-	skel = NULL;
+	struct tcpstats_inst *in = inst;
+
+	if (!in)
+		return;
+	if (in->skel)
+		sp_module_unpublish(run, in->skel->obj, &in->link);
+	tcpstats_bpf__destroy(in->skel);
+	free(in);
 }
 
-static int start(struct sp_run *run)
+static int start(struct sp_run *run, void **inst)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = run->btf_path);
+	struct tcpstats_inst *in = calloc(1, sizeof(*in));
 	int err;
 
-	skel = tcpstats_bpf__open_opts(&opts);
-	if (!skel)
+	if (!(*inst = in))
+		return sp_err("tcpstats: %s", strerror(ENOMEM));
+	in->skel = tcpstats_bpf__open_opts(&opts);
+	if (!in->skel)
 		return sp_err("tcpstats: open: %s", strerror(errno));
-	err = tcpstats_bpf__load(skel);
+	err = tcpstats_bpf__load(in->skel);
 	if (err)
 		return sp_err("tcpstats: load: %s", strerror(-err));
-	return sp_module_publish(run, &sp_mod_tcpstats, skel->obj, skel->progs.sp_tcpstats, &sp_link);
+	return sp_module_publish(run, &sp_mod_tcpstats, in->skel->obj, in->skel->progs.sp_tcpstats,
+				 &in->link);
 }
 
 static const char *const names[SP_TS_NR] = {
@@ -41,9 +52,10 @@ static const char *const names[SP_TS_NR] = {
 	[SP_TS_RETRANS] = "retrans_segs", [SP_TS_RTO] = "rto",
 };
 
-static void status(const char *pin_dir, FILE *out, bool json)
+static void report(const char *pin_dir, struct sp_report *rep)
 {
-	sp_print_counters(pin_dir, "tcpstats_ctr", names, SP_TS_NR, out, json);
+	sp_report_counters(rep, pin_dir, "tcpstats_ctr", names, SP_TS_NR,
+			   "TCP events of the cgroup's sockets since the run started");
 }
 
 const struct sp_module sp_mod_tcpstats = {
@@ -56,5 +68,5 @@ const struct sp_module sp_mod_tcpstats = {
 	.needs_cgroup = true,
 	.start = start,
 	.stop = stop,
-	.status = status,
+	.report = report,
 };

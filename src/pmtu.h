@@ -12,18 +12,6 @@ struct ring_buffer;
 
 #define RTPROT_STACKPILOT 0xa5	/* marks the routes this module installs */
 
-/* The module's state while it runs (mod_pmtu.c). */
-struct pmtu_state {
-	struct pmtu_bpf *skel;
-	struct bpf_link *link;
-	struct ring_buffer *rb;
-	__u64 netns;		/* cookie of the namespace probes leave from */
-};
-extern struct pmtu_state pmtu;
-
-__u64 pmtu_now_ns(void);
-void pmtu_read_cfg(struct sp_pmtu_cfg *c);
-
 /* pmtu_probe.c: one DF probe in flight, never waited for here. */
 enum pmtu_method { PM_ECHO, PM_SYN };
 struct pmtu_probe {
@@ -33,25 +21,60 @@ struct pmtu_probe {
 	__u32 tcp_seq;
 	size_t len;		/* IP payload */
 	__u64 t0;
+	unsigned char *buf;	/* the instance's packet buffer */
 };
+
+#define PMTU_MAX_PENDING 64
+#define PMTU_MAX_SEARCHES 8
+#define PMTU_MAX_ROUTES 256
+#define PMTU_BUF 65536		/* a probe, or what a probe socket reads */
+
+struct sp_watch;
+struct pmtu_search;	/* pmtu_search.c */
+struct pmtu_route { struct sp_pmtu_key key; __u32 dst[4]; int family; };
+
+/* One instance of the module: what start() allocates and stop() frees. */
+struct pmtu_state {
+	struct pmtu_bpf *skel;
+	struct bpf_link *link;
+	struct ring_buffer *rb;
+	__u64 netns;		/* cookie of the namespace probes leave from */
+	int mtu_probing_arg, saved_mtu_probing;	/* -1: not given, not changed */
+	/* the search */
+	struct sp_pmtu_event pending[PMTU_MAX_PENDING];
+	int nr_pending;
+	struct sp_watch *rb_w, *expire_w;
+	struct pmtu_search *searches;	/* PMTU_MAX_SEARCHES of them */
+	/* routes we added, to remove on expiry and exit */
+	struct pmtu_route routes[PMTU_MAX_ROUTES];
+	int nr_routes;
+	/* probes */
+	__u16 echo_seq;
+	unsigned char buf[PMTU_BUF];
+};
+
+__u64 pmtu_now_ns(void);
+void pmtu_read_cfg(struct pmtu_state *st, struct sp_pmtu_cfg *c);
+
 __u32 pmtu_route_mtu(int family, const __u32 *dst);
 /* 1: sent, watch p->fd; 0: could not leave (bigger than our link), a loss; -1: error. */
-int pmtu_probe_send(struct pmtu_probe *p, int method, int family, const __u32 *dst,
-		    __u16 dport, __u32 mtu);
+int pmtu_probe_send(struct pmtu_state *st, struct pmtu_probe *p, int method, int family,
+		    const __u32 *dst, __u16 dport, __u32 mtu);
 /* Reads what is queued on p->fd without blocking; 1 when the answer is among it. */
 int pmtu_probe_answered(struct pmtu_probe *p);
 void pmtu_probe_close(struct pmtu_probe *p);
 
 /* pmtu_route.c: host routes with a route MTU, marked RTPROT_STACKPILOT. */
 /* 0 added, 1 refrained (a route we did not make decides), or -errno. */
-int pmtu_route_set(const struct sp_pmtu_key *key, int family, const __u32 *dst, __u32 mtu);
-void pmtu_route_forget(const struct sp_pmtu_key *key);
-void pmtu_route_forget_all(void);
+int pmtu_route_set(struct pmtu_state *st, const struct sp_pmtu_key *key, int family,
+		   const __u32 *dst, __u32 mtu);
+void pmtu_route_forget(struct pmtu_state *st, const struct sp_pmtu_key *key);
+void pmtu_route_forget_all(struct pmtu_state *st);
 /* Delete our route to dst (only one of our protocol); 0 or -errno. */
 int pmtu_route_del(int family, const __u32 *dst);
 
 /* pmtu_search.c */
-int pmtu_search_start(void);
-void pmtu_search_stop(void);
+int pmtu_search_start(struct pmtu_state *st);
+void pmtu_search_stop(struct pmtu_state *st);
 
 #endif

@@ -16,9 +16,6 @@
 #include <sys/socket.h>
 #include "pmtu.h"
 
-static unsigned char buf[65536];
-static __u16 echo_seq;
-
 static socklen_t dst_sockaddr(int family, const __u32 *dst, __u16 port,
 			      struct sockaddr_storage *sa)
 {
@@ -112,10 +109,12 @@ static __u32 csum_add(__u32 sum, const void *p, size_t len)
 	return sum;
 }
 
-static void build_echo(struct pmtu_probe *p)
+static void build_echo(struct pmtu_probe *p, __u16 seq)
 {
+	unsigned char *buf = p->buf;
+
 	p->id = getpid() & 0xffff;
-	p->seq = ++echo_seq;
+	p->seq = seq;
 	memset(buf, 0x5a, p->len);
 	if (p->family == AF_INET6) {
 		struct icmp6_hdr *h = (void *)buf;
@@ -145,6 +144,7 @@ static void build_echo(struct pmtu_probe *p)
  */
 static int build_syn(struct pmtu_probe *p)
 {
+	unsigned char *buf = p->buf;
 	__u32 src[4] = {}, sum;
 	int off = 16;
 
@@ -173,14 +173,15 @@ static int build_syn(struct pmtu_probe *p)
 	return 0;
 }
 
-int pmtu_probe_send(struct pmtu_probe *p, int method, int family, const __u32 *dst,
-		    __u16 dport, __u32 mtu)
+int pmtu_probe_send(struct pmtu_state *st, struct pmtu_probe *p, int method, int family,
+		    const __u32 *dst, __u16 dport, __u32 mtu)
 {
 	int v6 = family == AF_INET6, hl = v6 ? 40 : 20;
 	struct sockaddr_storage sa;
 	socklen_t sl = dst_sockaddr(family, dst, 0, &sa);
 
 	memset(p, 0, sizeof(*p));
+	p->buf = st->buf;
 	p->family = family;
 	p->method = method;
 	p->dport = dport;
@@ -190,10 +191,10 @@ int pmtu_probe_send(struct pmtu_probe *p, int method, int family, const __u32 *d
 				     : v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP);
 	if (p->fd < 0)
 		return -1;
-	if (method == PM_SYN ? build_syn(p) : (build_echo(p), 0))
+	if (method == PM_SYN ? build_syn(p) : (build_echo(p, ++st->echo_seq), 0))
 		goto lost;
 	p->t0 = pmtu_now_ns();
-	if (sendto(p->fd, buf, p->len, 0, (void *)&sa, sl) < 0)
+	if (sendto(p->fd, p->buf, p->len, 0, (void *)&sa, sl) < 0)
 		goto lost;	/* EMSGSIZE: bigger than our own link */
 	return 1;
 lost:
@@ -203,6 +204,8 @@ lost:
 
 static int echo_match(const struct pmtu_probe *p, ssize_t n)
 {
+	unsigned char *buf = p->buf;
+
 	if (p->family == AF_INET6) {
 		struct icmp6_hdr *h = (void *)buf;
 
@@ -219,7 +222,7 @@ static int echo_match(const struct pmtu_probe *p, ssize_t n)
 
 static int syn_match(const struct pmtu_probe *p, ssize_t n, const struct sockaddr_storage *from)
 {
-	unsigned char *t = buf;
+	unsigned char *buf = p->buf, *t = buf;
 	__u32 ack;
 
 	if (p->family == AF_INET) {	/* IPv4 raw sockets see the IP header */
@@ -244,7 +247,7 @@ int pmtu_probe_answered(struct pmtu_probe *p)
 	for (;;) {
 		struct sockaddr_storage from;
 		socklen_t fl = sizeof(from);
-		ssize_t n = recvfrom(p->fd, buf, sizeof(buf), MSG_DONTWAIT, (void *)&from, &fl);
+		ssize_t n = recvfrom(p->fd, p->buf, PMTU_BUF, MSG_DONTWAIT, (void *)&from, &fl);
 
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return 0;

@@ -19,11 +19,6 @@
 #include "nl.h"
 #include "state.h"
 
-#define MAX_ROUTES 256
-
-static struct route { struct sp_pmtu_key key; __u32 dst[4]; int family; } routes[MAX_ROUTES];
-static int nr_routes;
-
 /* What a route lookup said. */
 struct lookup {
 	struct rtmsg rt;
@@ -185,12 +180,13 @@ __attribute__((constructor)) static void register_undo(void)
 	sp_state_undo_register(&route_undo);
 }
 
-void pmtu_route_forget(const struct sp_pmtu_key *k)
+void pmtu_route_forget(struct pmtu_state *st, const struct sp_pmtu_key *k)
 {
+	struct pmtu_route *routes = st->routes;
 	char a[INET6_ADDRSTRLEN];
 	int err;
 
-	for (int i = 0; i < nr_routes; i++) {
+	for (int i = 0; i < st->nr_routes; i++) {
 		if (memcmp(&routes[i].key, k, sizeof(*k)))
 			continue;
 		inet_ntop(routes[i].family, routes[i].dst, a, sizeof(a));
@@ -201,19 +197,21 @@ void pmtu_route_forget(const struct sp_pmtu_key *k)
 			sp_log(SP_LOG_INFO, "pmtu: route to %s removed", a);
 			sp_state_del("route %s", a);
 		}
-		routes[i] = routes[--nr_routes];
+		routes[i] = routes[--st->nr_routes];
 		return;
 	}
 }
 
-void pmtu_route_forget_all(void)
+void pmtu_route_forget_all(struct pmtu_state *st)
 {
-	while (nr_routes)
-		pmtu_route_forget(&routes[0].key);
+	while (st->nr_routes)
+		pmtu_route_forget(st, &st->routes[0].key);
 }
 
-int pmtu_route_set(const struct sp_pmtu_key *key, int family, const __u32 *dst, __u32 mtu)
+int pmtu_route_set(struct pmtu_state *st, const struct sp_pmtu_key *key, int family,
+		   const __u32 *dst, __u32 mtu)
 {
+	struct pmtu_route *r;
 	char a[INET6_ADDRSTRLEN], why[128];
 	int err;
 
@@ -222,7 +220,7 @@ int pmtu_route_set(const struct sp_pmtu_key *key, int family, const __u32 *dst, 
 		sp_log(SP_LOG_INFO, "pmtu: no route MTU to %s: %s; not shadowing it", a, why);
 		return 1;
 	}
-	if (nr_routes == MAX_ROUTES)
+	if (st->nr_routes == PMTU_MAX_ROUTES)
 		return -ENOSPC;
 	/* On disk before the change: a killed run's route is found and removed. */
 	if (sp_state_add("route %s", a))
@@ -232,9 +230,10 @@ int pmtu_route_set(const struct sp_pmtu_key *key, int family, const __u32 *dst, 
 		sp_state_del("route %s", a);
 		return err;
 	}
-	routes[nr_routes].key = *key;
-	memcpy(routes[nr_routes].dst, dst, 16);
-	routes[nr_routes++].family = family;
+	r = &st->routes[st->nr_routes++];
+	r->key = *key;
+	memcpy(r->dst, dst, 16);
+	r->family = family;
 	sp_log(SP_LOG_INFO, "pmtu: route to %s with mtu %u added", a, mtu);
 	return 0;
 }

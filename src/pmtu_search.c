@@ -13,6 +13,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -20,15 +21,13 @@
 #include "loop.h"
 #include "pmtu.skel.h"
 
-#define MAX_PENDING 64
-#define MAX_SEARCHES 8
+#define MAX_PENDING PMTU_MAX_PENDING
+#define MAX_SEARCHES PMTU_MAX_SEARCHES
 #define MAX_SENT 64	/* probes per search, whatever the tunables say */
 
-static struct sp_pmtu_event pending[MAX_PENDING];
-static int nr_pending;
-static struct sp_watch *rb_w, *expire_w;
-
-struct search {
+/* A slot of the instance's searches; its timer and probe socket carry it as ctx. */
+struct pmtu_search {
+	struct pmtu_state *st;
 	bool active;
 	bool bisect;		/* past the base size: the method is known */
 	struct sp_pmtu_event ev;
@@ -40,28 +39,27 @@ struct search {
 	struct sp_watch *probe_w, *timer_w;
 	char a[INET6_ADDRSTRLEN];
 };
-static struct search searches[MAX_SEARCHES];
 
 /* The search of key in flight, if any. */
-static struct search *searching(const struct sp_pmtu_key *key)
+static struct pmtu_search *searching(struct pmtu_state *st, const struct sp_pmtu_key *key)
 {
 	for (int i = 0; i < MAX_SEARCHES; i++)
-		if (searches[i].active && !memcmp(&searches[i].ev.key, key, sizeof(*key)))
-			return &searches[i];
+		if (st->searches[i].active && !memcmp(&st->searches[i].ev.key, key, sizeof(*key)))
+			return &st->searches[i];
 	return NULL;
 }
 
-static int dsts_fd(void)
+static int dsts_fd(struct pmtu_state *st)
 {
-	return bpf_map__fd(pmtu.skel->maps.pmtu_dsts);
+	return bpf_map__fd(st->skel->maps.pmtu_dsts);
 }
 
-static void save(struct search *s, __u8 state, __u32 low, __u32 high, __u32 route_mtu)
+static void save(struct pmtu_search *s, __u8 state, __u32 low, __u32 high, __u32 route_mtu)
 {
 	struct sp_pmtu_entry e = {};
 
 	/* Re-read: the BPF side may have counted clamps while we searched. */
-	bpf_map_lookup_elem(dsts_fd(), &s->ev.key, &e);
+	bpf_map_lookup_elem(dsts_fd(s->st), &s->ev.key, &e);
 	e.state = state;
 	e.probes += s->sent;
 	e.updated_ns = pmtu_now_ns();
@@ -70,16 +68,16 @@ static void save(struct search *s, __u8 state, __u32 low, __u32 high, __u32 rout
 		e.high = high;
 		e.route_mtu = route_mtu;
 	}
-	bpf_map_update_elem(dsts_fd(), &s->ev.key, &e, BPF_ANY);
+	bpf_map_update_elem(dsts_fd(s->st), &s->ev.key, &e, BPF_ANY);
 }
 
-static void finish(struct search *s)
+static void finish(struct pmtu_search *s)
 {
 	__u32 high = s->high > s->ceil_mtu ? 0 : s->high, route_mtu = 0;
 
-	pmtu_route_forget(&s->ev.key);
+	pmtu_route_forget(s->st, &s->ev.key);
 	if (s->c.route && high) {
-		int err = pmtu_route_set(&s->ev.key, s->ev.key.family, s->ev.dst, s->low);
+		int err = pmtu_route_set(s->st, &s->ev.key, s->ev.key.family, s->ev.dst, s->low);
 
 		if (!err)
 			route_mtu = s->low;
@@ -92,7 +90,7 @@ static void finish(struct search *s)
 	s->active = false;
 }
 
-static void give_up(struct search *s)
+static void give_up(struct pmtu_search *s)
 {
 	save(s, SP_PM_S_NOPROBE, 0, 0, 0);
 	sp_log(SP_LOG_WARN, "pmtu: %s answers neither ICMP echo nor a TCP SYN to port %u at %u "
@@ -102,7 +100,7 @@ static void give_up(struct search *s)
 }
 
 /* The next size between low and high, or the end of the search. */
-static bool next_size(struct search *s)
+static bool next_size(struct pmtu_search *s)
 {
 	if (s->high - s->low < s->c.threshold || s->sent >= MAX_SENT) {
 		finish(s);
@@ -116,7 +114,7 @@ static bool next_size(struct search *s)
 }
 
 /* After a probe's outcome: true when another probe is to be sent. */
-static bool advance(struct search *s, bool answered)
+static bool advance(struct pmtu_search *s, bool answered)
 {
 	if (!s->bisect) {
 		if (answered) {
@@ -130,7 +128,7 @@ static bool advance(struct search *s, bool answered)
 				       "with TCP SYNs to port %u", s->a, s->ev.dport);
 			s->timeout_ms = rtt4 < 20 ? 20 : rtt4 > s->c.probe_timeout_ms ?
 							 s->c.probe_timeout_ms : rtt4;
-			bpf_map_lookup_elem(dsts_fd(), &s->ev.key, &e);
+			bpf_map_lookup_elem(dsts_fd(s->st), &s->ev.key, &e);
 			s->low = e.low > s->floor_mtu ? e.low : s->floor_mtu;
 			s->high = s->ceil_mtu + 1;
 			s->bisect = true;
@@ -159,10 +157,10 @@ static void on_probe_answer(void *ctx);
 static void on_probe_timeout(void *ctx);
 
 /* Send probes until one is in flight or the search is over. */
-static void launch(struct search *s)
+static void launch(struct pmtu_search *s)
 {
 	while (s->active) {
-		int r = pmtu_probe_send(&s->probe, s->method, s->ev.key.family, s->ev.dst,
+		int r = pmtu_probe_send(s->st, &s->probe, s->method, s->ev.key.family, s->ev.dst,
 					s->ev.dport, s->bisect ? s->size : s->floor_mtu);
 
 		s->sent++;
@@ -187,22 +185,23 @@ static void launch(struct search *s)
 }
 
 /* Start waiting searches while there is room; the slot keeps its timer. */
-static void kick(void)
+static void kick(struct pmtu_state *st)
 {
-	for (int i = 0; i < MAX_SEARCHES && nr_pending; i++) {
-		struct search *s = &searches[i];
+	for (int i = 0; i < MAX_SEARCHES && st->nr_pending; i++) {
+		struct pmtu_search *s = &st->searches[i];
 		struct sp_watch *timer_w = s->timer_w;
 
 		if (s->active)
 			continue;
 		memset(s, 0, sizeof(*s));
+		s->st = st;
 		s->timer_w = timer_w;
 		s->probe.fd = -1;
-		s->ev = pending[0];
-		memmove(pending, pending + 1, --nr_pending * sizeof(pending[0]));
-		pmtu_read_cfg(&s->c);
+		s->ev = st->pending[0];
+		memmove(st->pending, st->pending + 1, --st->nr_pending * sizeof(st->pending[0]));
+		pmtu_read_cfg(st, &s->c);
 		inet_ntop(s->ev.key.family, s->ev.dst, s->a, sizeof(s->a));
-		if (s->ev.key.netns != pmtu.netns) {
+		if (s->ev.key.netns != st->netns) {
 			sp_log(SP_LOG_WARN, "pmtu: %s: connection in another network namespace; "
 			       "cannot probe from here (run stackpilot in that namespace)", s->a);
 			i--;	/* the slot is still free */
@@ -226,7 +225,7 @@ static void kick(void)
 	}
 }
 
-static void probe_done(struct search *s, bool answered)
+static void probe_done(struct pmtu_search *s, bool answered)
 {
 	sp_timer_disarm(s->timer_w);
 	sp_loop_unwatch(s->probe_w);
@@ -234,12 +233,12 @@ static void probe_done(struct search *s, bool answered)
 	pmtu_probe_close(&s->probe);
 	if (advance(s, answered))
 		launch(s);
-	kick();
+	kick(s->st);
 }
 
 static void on_probe_answer(void *ctx)
 {
-	struct search *s = ctx;
+	struct pmtu_search *s = ctx;
 
 	if (pmtu_probe_answered(&s->probe))
 		probe_done(s, true);
@@ -252,6 +251,7 @@ static void on_probe_timeout(void *ctx)
 
 static int on_event(void *ctx, void *data, size_t len)
 {
+	struct pmtu_state *st = ctx;
 	const struct sp_pmtu_event *ev = data;
 	struct sp_pmtu_entry e;
 	struct sp_pmtu_cfg c;
@@ -260,17 +260,17 @@ static int on_event(void *ctx, void *data, size_t len)
 		return 0;
 	/* A destination that answered no probe is not tried again before it
 	 * expires: each try costs max_probes timeouts per method. */
-	pmtu_read_cfg(&c);
-	if (!bpf_map_lookup_elem(dsts_fd(), &ev->key, &e) && e.state == SP_PM_S_NOPROBE &&
+	pmtu_read_cfg(st, &c);
+	if (!bpf_map_lookup_elem(dsts_fd(st), &ev->key, &e) && e.state == SP_PM_S_NOPROBE &&
 	    pmtu_now_ns() - e.updated_ns < (__u64)c.interval_s * 1000000000ULL)
 		return 0;
-	if (searching(&ev->key))
+	if (searching(st, &ev->key))
 		return 0;
-	for (int i = 0; i < nr_pending; i++)
-		if (!memcmp(&pending[i].key, &ev->key, sizeof(ev->key)))
+	for (int i = 0; i < st->nr_pending; i++)
+		if (!memcmp(&st->pending[i].key, &ev->key, sizeof(ev->key)))
 			return 0;
-	if (nr_pending < MAX_PENDING)
-		pending[nr_pending++] = *ev;
+	if (st->nr_pending < MAX_PENDING)
+		st->pending[st->nr_pending++] = *ev;
 	else
 		sp_log(SP_LOG_WARN, "pmtu: %d searches waiting; a suspect is dropped", MAX_PENDING);
 	return 0;
@@ -278,74 +278,83 @@ static int on_event(void *ctx, void *data, size_t len)
 
 static void on_ring(void *ctx)
 {
-	ring_buffer__consume(pmtu.rb);
-	kick();
+	struct pmtu_state *st = ctx;
+
+	ring_buffer__consume(st->rb);
+	kick(st);
 }
 
 /* Expired entries: searched ones are searched again (a path may have grown),
  * the rest dropped. */
 static void on_expire(void *ctx)
 {
-	int fd = dsts_fd();
+	struct pmtu_state *st = ctx;
+	int fd = dsts_fd(st);
 	struct sp_pmtu_key k, next;
 	struct sp_pmtu_entry e;
 	struct sp_pmtu_cfg c;
 	void *prev = NULL;
 	__u64 now = pmtu_now_ns();
 
-	pmtu_read_cfg(&c);
+	pmtu_read_cfg(st, &c);
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		k = next;
 		prev = &k;
 		if (bpf_map_lookup_elem(fd, &k, &e) ||
-		    now - e.updated_ns <= (__u64)c.interval_s * 1000000000ULL || searching(&k))
+		    now - e.updated_ns <= (__u64)c.interval_s * 1000000000ULL || searching(st, &k))
 			continue;
-		pmtu_route_forget(&k);
-		if (e.state == SP_PM_S_SEARCHED && k.netns == pmtu.netns && nr_pending < MAX_PENDING &&
+		pmtu_route_forget(st, &k);
+		if (e.state == SP_PM_S_SEARCHED && k.netns == st->netns && st->nr_pending < MAX_PENDING &&
 		    (k.family == AF_INET ? c.prefix4 == 32 : c.prefix6 == 128)) {
 			struct sp_pmtu_event ev = { .key = k };
 
 			memcpy(ev.dst, k.addr, sizeof(ev.dst));
-			pending[nr_pending++] = ev;
+			st->pending[st->nr_pending++] = ev;
 		} else {
 			bpf_map_delete_elem(fd, &k);
 		}
 	}
-	kick();
+	kick(st);
 }
 
-int pmtu_search_start(void)
+int pmtu_search_start(struct pmtu_state *st)
 {
-	pmtu.rb = ring_buffer__new(bpf_map__fd(pmtu.skel->maps.pmtu_events), on_event, NULL, NULL);
-	if (!pmtu.rb)
+	st->searches = calloc(MAX_SEARCHES, sizeof(*st->searches));
+	if (!st->searches)
+		return sp_err("pmtu: %s", strerror(ENOMEM));
+	for (int i = 0; i < MAX_SEARCHES; i++) {
+		st->searches[i].st = st;
+		st->searches[i].probe.fd = -1;
+	}
+	st->rb = ring_buffer__new(bpf_map__fd(st->skel->maps.pmtu_events), on_event, st, NULL);
+	if (!st->rb)
 		return sp_err("pmtu: ring buffer: %s", strerror(errno));
-	rb_w = sp_loop_watch(ring_buffer__epoll_fd(pmtu.rb), on_ring, NULL);
-	expire_w = sp_loop_timer(on_expire, NULL);
-	if (!rb_w || !expire_w || sp_timer_arm(expire_w, 1000, 1000))
+	st->rb_w = sp_loop_watch(ring_buffer__epoll_fd(st->rb), on_ring, st);
+	st->expire_w = sp_loop_timer(on_expire, st);
+	if (!st->rb_w || !st->expire_w || sp_timer_arm(st->expire_w, 1000, 1000))
 		return sp_err("pmtu: registering with the event loop failed");
 	for (int i = 0; i < MAX_SEARCHES; i++) {
-		searches[i].probe.fd = -1;
-		searches[i].timer_w = sp_loop_timer(on_probe_timeout, &searches[i]);
-		if (!searches[i].timer_w)
+		st->searches[i].timer_w = sp_loop_timer(on_probe_timeout, &st->searches[i]);
+		if (!st->searches[i].timer_w)
 			return sp_err("pmtu: registering with the event loop failed");
 	}
 	return 0;
 }
 
-void pmtu_search_stop(void)
+void pmtu_search_stop(struct pmtu_state *st)
 {
 	/* An unfinished search teaches nothing: dropped, not saved. */
-	for (int i = 0; i < MAX_SEARCHES; i++) {
-		sp_loop_unwatch(searches[i].probe_w);
-		sp_loop_unwatch(searches[i].timer_w);
-		if (searches[i].timer_w)
-			pmtu_probe_close(&searches[i].probe);
-		memset(&searches[i], 0, sizeof(searches[i]));
+	for (int i = 0; st->searches && i < MAX_SEARCHES; i++) {
+		sp_loop_unwatch(st->searches[i].probe_w);
+		sp_loop_unwatch(st->searches[i].timer_w);
+		pmtu_probe_close(&st->searches[i].probe);
 	}
-	sp_loop_unwatch(expire_w);
-	sp_loop_unwatch(rb_w);
-	expire_w = rb_w = NULL;
-	nr_pending = 0;
-	ring_buffer__free(pmtu.rb);
-	pmtu.rb = NULL;
+	free(st->searches);
+	st->searches = NULL;
+	sp_loop_unwatch(st->expire_w);
+	sp_loop_unwatch(st->rb_w);
+	st->expire_w = st->rb_w = NULL;
+	st->nr_pending = 0;
+	ring_buffer__free(st->rb);
+	st->rb = NULL;
 }

@@ -26,16 +26,34 @@
 
 volatile sig_atomic_t sp_stopping;
 
-/* Options modules add to `run`; registered before main() runs. */
-#define MAX_RUN_OPTS 16
+/*
+ * Options modules add to `run`; registered before main() runs. The table is
+ * process-wide like the option parser itself; what a run was given is in
+ * struct sp_run, where each module instance reads it.
+ */
+#define MAX_RUN_OPTS SP_MAX_RUN_OPTS
 static const struct sp_run_opt *run_opts[MAX_RUN_OPTS];
-static bool run_opt_given[MAX_RUN_OPTS];
 static int nr_run_opts;
 
 void sp_run_opt_register(const struct sp_run_opt *opt)
 {
 	if (nr_run_opts < MAX_RUN_OPTS)
 		run_opts[nr_run_opts++] = opt;
+}
+
+const char *sp_run_opt_arg(const struct sp_run *run, const struct sp_run_opt *opt)
+{
+	for (int i = 0; i < nr_run_opts; i++)
+		if (run_opts[i] == opt)
+			return run->opt_arg[i];
+	return NULL;
+}
+
+void *sp_run_inst(const struct sp_run *run, const struct sp_module *m)
+{
+	int idx;
+
+	return sp_module_find(m->name, &idx) ? run->inst[idx] : NULL;
 }
 
 static void run_sigset(sigset_t *set)
@@ -119,10 +137,12 @@ static void stop_all(struct sp_run *run)
 {
 	char path[512];
 
-	sp_targets_stop();
-	for (int i = sp_nr_modules - 1; i >= 0; i--)
+	sp_targets_stop(run);
+	for (int i = sp_nr_modules - 1; i >= 0; i--) {
 		if (run->modules & (1u << i))
-			sp_modules[i]->stop(run);
+			sp_modules[i]->stop(run, run->inst[i]);
+		run->inst[i] = NULL;
+	}
 	if (!sp_pin_path(path, sizeof(path), run->pin_dir, "meta"))
 		unlink(path);
 	rmdir(run->pin_dir);
@@ -182,10 +202,10 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 				usage_run(stderr);
 				return 2;
 			}
-			rc = run_opts[opt - 256]->set(optarg);
+			rc = run_opts[opt - 256]->check(optarg);
 			if (rc)
 				return rc;
-			run_opt_given[opt - 256] = true;
+			run->opt_arg[opt - 256] = optarg;
 		}
 	}
 	if (optind < argc)
@@ -212,7 +232,7 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 		int idx = 0;
 
 		sp_module_find(run_opts[i]->module->name, &idx);
-		if (run_opt_given[i] && !(run->modules & (1u << idx)))
+		if (run->opt_arg[i] && !(run->modules & (1u << idx)))
 			return sp_fail(2, "--%s is for the %s module, which is not chosen",
 				       run_opts[i]->name, run_opts[i]->module->name);
 	}
@@ -244,7 +264,7 @@ static int setup_run(struct sp_run *run, struct run_args *a, int *lock_fd, int *
 	if (*stats_fd < 0)
 		sp_log(SP_LOG_WARN, "BPF run-time stats unavailable: %s", strerror(errno));
 	for (int i = 0; i < sp_nr_modules; i++) {
-		if ((run->modules & (1u << i)) && sp_modules[i]->start(run)) {
+		if ((run->modules & (1u << i)) && sp_modules[i]->start(run, &run->inst[i])) {
 			stop_all(run);
 			return 1;
 		}
@@ -284,7 +304,7 @@ static void on_tick(void *ctx)
 
 	for (int i = 0; i < sp_nr_modules; i++)
 		if ((run->modules & (1u << i)) && sp_modules[i]->tick)
-			sp_modules[i]->tick(run);
+			sp_modules[i]->tick(run, run->inst[i]);
 }
 
 static void on_status(void *ctx)

@@ -28,7 +28,15 @@ struct sp_tunable {
 	{ #name, offsetof(cfg_type, name), min, max, def, help },
 
 struct sp_run;
+struct sp_report;
 
+/*
+ * A module runs as instances: start() allocates one and stores it in *inst
+ * (as soon as it exists, so that stop() can undo a start that failed half
+ * way); stop(), tick() and the module's loop callbacks get it back. Nothing
+ * a module changes lives in file-level statics, so one process can later run
+ * a module for several cgroups (issue 12).
+ */
 struct sp_module {
 	const char *name;
 	const char *summary;
@@ -39,19 +47,29 @@ struct sp_module {
 	bool needs_cgroup;	/* attaches sockops to the cgroup */
 	bool needs_iface;	/* attaches to --iface devices */
 	/* Open, load, pin maps, attach. Returns 0 or -1 after printing why. */
-	int (*start)(struct sp_run *run);
-	/* Detach and destroy what start() made; safe after a failed start. */
-	void (*stop)(struct sp_run *run);
+	int (*start)(struct sp_run *run, void **inst);
+	/* Detach and destroy what start() made, and free inst; NULL is fine. */
+	void (*stop)(struct sp_run *run, void *inst);
 	/* Called every 100 ms while running, if set. */
-	void (*tick)(struct sp_run *run);
-	/* Print counters from the pinned maps (json: one object body). */
+	void (*tick)(struct sp_run *run, void *inst);
+	/*
+	 * Status from the pinned maps into records (see struct sp_report):
+	 * `status` is another process, so no instance here.
+	 */
+	void (*report)(const char *pin_dir, struct sp_report *rep);
+	/*
+	 * Older modules print status themselves (json: members after "cfg",
+	 * through the JSON writer). Only where report is not set.
+	 */
 	void (*status)(const char *pin_dir, FILE *out, bool json);
 };
 
 #define SP_MAX_MODULES	16	/* bits of sp_meta.modules that are used */
+#define SP_MAX_RUN_OPTS	16
 extern const struct sp_module *const sp_modules[];
 extern const int sp_nr_modules;
 extern const struct sp_module sp_mod_tcpstats, sp_mod_rehash, sp_mod_fragguard, sp_mod_pmtu;
+void sp_fg_report(const char *pin_dir, struct sp_report *rep);	/* fragguard_report.c */
 
 /* What one `stackpilot run` holds. */
 struct sp_run {
@@ -65,7 +83,14 @@ struct sp_run {
 	const char *btf_path;		/* --btf, or NULL for the kernel's */
 	__u32 nr_progs;
 	__u32 prog_ids[SP_MAX_PROGS];	/* attached programs, for status */
+	void *inst[SP_MAX_MODULES];	/* each started module's instance */
+	struct sp_targets *targets;	/* what targets.c watches for this run */
+	__u64 started_ns;		/* CLOCK_MONOTONIC, once published */
+	const char *opt_arg[SP_MAX_RUN_OPTS];	/* module run options given, by registration order */
 };
+
+/* The instance of m in run, or NULL when m is not running there. */
+void *sp_run_inst(const struct sp_run *run, const struct sp_module *m);
 
 /* run.c: set by SIGINT/SIGTERM/SIGHUP; long module work checks it. */
 #include <signal.h>
@@ -135,6 +160,74 @@ void sp_json_double(struct sp_json *j, double v);
 void sp_json_bool(struct sp_json *j, bool v);
 void sp_json_null(struct sp_json *j);
 
+/*
+ * report.c: one status model, rendered as text and JSON by ctl.c (and later
+ * as Prometheus metrics, issue 13). A module's report() adds records (named
+ * values with a type and a unit; consecutive records of one group form a
+ * nested object) and tables (rows of such values: top-N lists). Names are
+ * JSON member names and stay stable: scripts read them.
+ */
+enum sp_rec_type {
+	SP_COUNTER,	/* only grows while the run lives (u) */
+	SP_GAUGE,	/* goes up and down (i, or d when real) */
+	SP_STRING,	/* s */
+	SP_BOOL,	/* b */
+};
+struct sp_field {
+	const char *key;
+	enum sp_rec_type type;
+	bool real;		/* a gauge with a fraction: d */
+	const char *unit;	/* "bytes", "seconds", "ns", or "" for a plain count */
+	const char *help;
+};
+struct sp_val {
+	unsigned long long u;
+	long long i;
+	double d;
+	bool b;
+	char s[256];		/* a cgroup path fits (sp_meta.cgroup) */
+};
+struct sp_rec {
+	struct sp_field f;
+	const char *group;	/* NULL, or the nested object it is a member of */
+	struct sp_val v;
+};
+#define SP_TABLE_COLS	12
+#define SP_TABLE_ROWS	100
+struct sp_table {
+	const char *key;
+	const char *help;
+	const struct sp_field *cols;	/* a constant array of nr_cols */
+	int nr_cols, nr_rows;
+	struct sp_val rows[SP_TABLE_ROWS][SP_TABLE_COLS];
+};
+#define SP_REPORT_RECS	64
+#define SP_REPORT_TABLES 4
+struct sp_report {
+	int nr_recs, nr_tables;
+	struct sp_rec recs[SP_REPORT_RECS];
+	struct sp_table tables[SP_REPORT_TABLES];
+	struct sp_val spill;	/* what records past SP_REPORT_RECS are written to */
+};
+/* Each returns the value to fill in (a scratch one when the report is full). */
+struct sp_val *sp_rec_add(struct sp_report *r, const char *group, const struct sp_field *f);
+void sp_rec_counter(struct sp_report *r, const char *group, const char *key,
+		    unsigned long long v, const char *unit, const char *help);
+void sp_rec_gauge(struct sp_report *r, const char *group, const char *key,
+		  long long v, const char *unit, const char *help);
+/* A table with constant columns; rows are added with sp_table_row(). */
+struct sp_table *sp_table_add(struct sp_report *r, const char *key, const char *help,
+			      const struct sp_field *cols, int nr_cols);
+/* The cells of a new row, or NULL when the table is full. */
+struct sp_val *sp_table_row(struct sp_table *t);
+/* A pinned per-CPU counter array, summed over CPUs, as counter records. */
+void sp_report_counters(struct sp_report *r, const char *pin_dir, const char *map,
+			const char *const *names, int n, const char *help);
+/* Text: one line per record, then each table with a header line. */
+void sp_report_text(const struct sp_report *r, FILE *out, const char *indent);
+/* JSON: members of the object j is in (groups as nested objects), then tables as arrays. */
+void sp_report_json(const struct sp_report *r, struct sp_json *j);
+
 /* commands */
 int cmd_run(int argc, char **argv);
 int cmd_status(int argc, char **argv);
@@ -148,6 +241,10 @@ struct sp_ratelimit { long long last_ns; double tokens; unsigned int suppressed;
 extern int sp_log_level;
 void sp_log_at(struct sp_ratelimit *rl, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/*
+ * One rate limiter per call site, static on purpose even in module code: it
+ * limits what the process writes to its one stderr, whichever instance logs.
+ */
 #define sp_log(level, ...) do {						\
 	static struct sp_ratelimit sp_rl_;				\
 	sp_log_at(&sp_rl_, (level), __VA_ARGS__);			\
@@ -159,8 +256,11 @@ struct sp_run_opt {
 	const char *name;	/* without the leading -- */
 	const char *arg;	/* argument name in the usage text */
 	const char *help;
-	int (*set)(const char *arg);	/* 0, or an exit code after printing why */
+	/* Checks arg at parse time: 0, or an exit code after printing why. */
+	int (*check)(const char *arg);
 };
+/* The argument of opt given to this run, or NULL; read by the module's start(). */
+const char *sp_run_opt_arg(const struct sp_run *run, const struct sp_run_opt *opt);
 /* From a module's constructor, before main(). */
 void sp_run_opt_register(const struct sp_run_opt *opt);
 /* SIGINT/SIGTERM/SIGHUP are blocked from the start of `run` and read from a signalfd. */
@@ -169,17 +269,16 @@ void sp_run_block_signals(void);
 /* Targets that vanish and come back (targets.c). Modules react through ops. */
 struct sp_target_ops {
 	const struct sp_module *module;
-	void (*iface_gone)(struct sp_run *run, int i);
+	void (*iface_gone)(struct sp_run *run, void *inst, int i);
 	/* run->ifindex[i] is already the new device's; 0 or -1 after logging why. */
-	int (*iface_back)(struct sp_run *run, int i, int old_ifindex);
+	int (*iface_back)(struct sp_run *run, void *inst, int i, int old_ifindex);
 };
 void sp_target_ops_register(const struct sp_target_ops *ops);
 int sp_targets_start(struct sp_run *run);
-void sp_targets_stop(void);
-/* Each target's state as `status` should print it (from the pinned "targets" map). */
-struct sp_json;
-void sp_targets_status(const char *pin_dir, FILE *out, struct sp_json *j);
+void sp_targets_stop(struct sp_run *run);
+/* Each target's state for `status`, as a "targets" table (from the pinned map). */
+void sp_targets_report(const char *pin_dir, struct sp_report *rep);
 /* run.c: (re)write the pinned meta map from run. */
-int sp_run_publish_meta(const struct sp_run *run);
+int sp_run_publish_meta(struct sp_run *run);
 
 #endif /* SP_H */

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <time.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <net/if.h>
@@ -30,20 +31,24 @@ struct sp_target_rec {
 };
 #define NR_RECS (1 + SP_MAX_IFACES)	/* the cgroup, then each --iface */
 
+/* Registered by modules before main(): a table of code, the same for every run. */
 #define MAX_OPS 8
 static const struct sp_target_ops *ops[MAX_OPS];
 static int nr_ops;
-static struct sp_run *run;
-static struct sp_target_rec recs[NR_RECS];
-static int ino_fd = -1, map_fd = -1;
-static struct mnl_socket *nl;
-static struct sp_watch *ino_w, *nl_w;
-static char cg_name[NAME_MAX + 1];
+
+/* What one run watches; its loop callbacks get it as ctx. */
+struct sp_targets {
+	struct sp_run *run;
+	struct sp_target_rec recs[NR_RECS];
+	int ino_fd, map_fd;
+	struct mnl_socket *nl;
+	struct sp_watch *ino_w, *nl_w;
+	char cg_name[NAME_MAX + 1];
+};
 
 /* What `status` reads first: who runs, with what, attached where. */
-int sp_run_publish_meta(const struct sp_run *run)
+int sp_run_publish_meta(struct sp_run *run)
 {
-	static __u64 started_ns;
 	struct sp_meta meta = {};
 	struct timespec ts;
 	__u32 zero = 0;
@@ -51,11 +56,11 @@ int sp_run_publish_meta(const struct sp_run *run)
 	int fd, err;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	if (!started_ns)
-		started_ns = ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+	if (!run->started_ns)
+		run->started_ns = ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 	meta.pid = getpid();
 	meta.modules = run->modules;
-	meta.started_ns = started_ns;
+	meta.started_ns = run->started_ns;
 	meta.nr_ifaces = run->nr_ifaces;
 	for (int i = 0; i < run->nr_ifaces; i++)
 		meta.ifindex[i] = run->ifindex[i];
@@ -92,31 +97,27 @@ void sp_target_ops_register(const struct sp_target_ops *o)
 		ops[nr_ops++] = o;
 }
 
-static bool chosen(const struct sp_module *m)
-{
-	int idx;
-
-	return sp_module_find(m->name, &idx) && (run->modules & (1u << idx));
-}
-
 /* The map, and meta: `status` shows the cgroup as removed, a gone device as "?". */
-static void publish(void)
+static void publish(struct sp_targets *t)
 {
 	for (__u32 i = 0; i < NR_RECS; i++)
-		bpf_map_update_elem(map_fd, &i, &recs[i], BPF_ANY);
-	sp_run_publish_meta(run);
+		bpf_map_update_elem(t->map_fd, &i, &t->recs[i], BPF_ANY);
+	sp_run_publish_meta(t->run);
 }
 
 static void on_inotify(void *ctx)
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	ssize_t n = read(ino_fd, buf, sizeof(buf));
+	struct sp_targets *t = ctx;
+	struct sp_target_rec *recs = t->recs;
+	struct sp_run *run = t->run;
+	ssize_t n = read(t->ino_fd, buf, sizeof(buf));
 
 	for (char *p = buf; n > 0 && p < buf + n;) {
 		struct inotify_event *ev = (void *)p;
 
 		p += sizeof(*ev) + ev->len;
-		if (!ev->len || strcmp(ev->name, cg_name) || recs[0].state == T_GONE ||
+		if (!ev->len || strcmp(ev->name, t->cg_name) || recs[0].state == T_GONE ||
 		    !access(run->cgroup, F_OK))
 			continue;
 		sp_log(SP_LOG_WARN, "cgroup %s was removed: its programs are detached; "
@@ -124,31 +125,41 @@ static void on_inotify(void *ctx)
 		recs[0].state = T_GONE;
 		recs[0].changes++;
 		strncat(run->cgroup, " (removed)", sizeof(run->cgroup) - strlen(run->cgroup) - 1);
-		publish();
+		publish(t);
 	}
 }
 
-static void iface_gone(int i)
+static void iface_gone(struct sp_targets *t, int i)
 {
+	struct sp_run *run = t->run;
+
 	sp_log(SP_LOG_WARN, "interface %s (index %d) is gone; attaching again when it is back",
 	       run->ifname[i], run->ifindex[i]);
-	for (int k = 0; k < nr_ops; k++)
-		if (ops[k]->iface_gone && chosen(ops[k]->module))
-			ops[k]->iface_gone(run, i);
-	recs[1 + i].state = T_GONE;
-	recs[1 + i].changes++;
+	for (int k = 0; k < nr_ops; k++) {
+		void *inst = sp_run_inst(run, ops[k]->module);
+
+		if (ops[k]->iface_gone && inst)
+			ops[k]->iface_gone(run, inst, i);
+	}
+	t->recs[1 + i].state = T_GONE;
+	t->recs[1 + i].changes++;
 	run->ifindex[i] = 0;
-	publish();
+	publish(t);
 }
 
-static void iface_back(int i, int ifindex)
+static void iface_back(struct sp_targets *t, int i, int ifindex)
 {
+	struct sp_target_rec *recs = t->recs;
+	struct sp_run *run = t->run;
 	int old = recs[1 + i].ifindex, err = 0;
 
 	run->ifindex[i] = ifindex;
-	for (int k = 0; k < nr_ops; k++)
-		if (ops[k]->iface_back && chosen(ops[k]->module))
-			err |= ops[k]->iface_back(run, i, old);
+	for (int k = 0; k < nr_ops; k++) {
+		void *inst = sp_run_inst(run, ops[k]->module);
+
+		if (ops[k]->iface_back && inst)
+			err |= ops[k]->iface_back(run, inst, i, old);
+	}
 	if (err)
 		sp_log(SP_LOG_ERROR, "interface %s is back (index %d) but attaching failed",
 		       run->ifname[i], ifindex);
@@ -158,7 +169,7 @@ static void iface_back(int i, int ifindex)
 	recs[1 + i] = (struct sp_target_rec){ .kind = T_IFACE, .ifindex = ifindex,
 		.state = err ? T_GONE : T_ATTACHED, .changes = recs[1 + i].changes + 1 };
 	snprintf(recs[1 + i].name, sizeof(recs[1 + i].name), "%s", run->ifname[i]);
-	publish();
+	publish(t);
 }
 
 static int attr_cb(const struct nlattr *a, void *data)
@@ -170,6 +181,8 @@ static int attr_cb(const struct nlattr *a, void *data)
 
 static int link_cb(const struct nlmsghdr *nlh, void *data)
 {
+	struct sp_targets *t = data;
+	struct sp_run *run = t->run;
 	struct ifinfomsg *ifi = mnl_nlmsg_get_payload(nlh);
 	const char *name = NULL;
 
@@ -177,88 +190,97 @@ static int link_cb(const struct nlmsghdr *nlh, void *data)
 		return MNL_CB_OK;
 	mnl_attr_parse(nlh, sizeof(*ifi), attr_cb, &name);
 	for (int i = 0; i < run->nr_ifaces; i++) {
-		bool gone = recs[1 + i].state == T_GONE;
+		bool gone = t->recs[1 + i].state == T_GONE;
 
 		if (nlh->nlmsg_type == RTM_DELLINK && !gone && ifi->ifi_index == run->ifindex[i])
-			iface_gone(i);
+			iface_gone(t, i);
 		else if (nlh->nlmsg_type == RTM_NEWLINK && gone && name &&
 			 !strcmp(name, run->ifname[i]))
-			iface_back(i, ifi->ifi_index);
+			iface_back(t, i, ifi->ifi_index);
 	}
 	return MNL_CB_OK;
 }
 
 /* After lost events (ENOBUFS): compare each device by name. */
-static void resync(void)
+static void resync(struct sp_targets *t)
 {
+	struct sp_run *run = t->run;
+
 	for (int i = 0; i < run->nr_ifaces; i++) {
 		int now = if_nametoindex(run->ifname[i]);
 
-		if (recs[1 + i].state != T_GONE && now != run->ifindex[i])
-			iface_gone(i);
-		if (recs[1 + i].state == T_GONE && now)
-			iface_back(i, now);
+		if (t->recs[1 + i].state != T_GONE && now != run->ifindex[i])
+			iface_gone(t, i);
+		if (t->recs[1 + i].state == T_GONE && now)
+			iface_back(t, i, now);
 	}
 }
 
 static void on_netlink(void *ctx)
 {
+	struct sp_targets *t = ctx;
 	char buf[16384];
-	ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
+	ssize_t n = mnl_socket_recvfrom(t->nl, buf, sizeof(buf));
 
 	if (n < 0 && errno == ENOBUFS)
-		resync();
+		resync(t);
 	else if (n > 0)
-		mnl_cb_run(buf, n, 0, 0, link_cb, NULL);
+		mnl_cb_run(buf, n, 0, 0, link_cb, t);
 }
 
-static int pin_map(void)
+static int pin_map(struct sp_targets *t)
 {
 	char path[512];
 
-	map_fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "sp_targets", sizeof(__u32),
+	t->map_fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "sp_targets", sizeof(__u32),
 				sizeof(struct sp_target_rec), NR_RECS, NULL);
-	if (map_fd < 0)
+	if (t->map_fd < 0)
 		return sp_err("creating the targets map: %s", strerror(errno));
-	if (sp_pin_path(path, sizeof(path), run->pin_dir, "targets"))
+	if (sp_pin_path(path, sizeof(path), t->run->pin_dir, "targets"))
 		return -1;
 	unlink(path);
-	if (bpf_obj_pin(map_fd, path))
+	if (bpf_obj_pin(t->map_fd, path))
 		return sp_err("pinning %s: %s", path, strerror(errno));
 	return 0;
 }
 
-static int watch_cgroup(void)
+static int watch_cgroup(struct sp_targets *t)
 {
-	char parent[sizeof(run->cgroup)], *slash;
+	char parent[sizeof(t->run->cgroup)], *slash;
 
-	snprintf(parent, sizeof(parent), "%s", run->cgroup);
+	snprintf(parent, sizeof(parent), "%s", t->run->cgroup);
 	slash = strrchr(parent, '/');
 	if (!slash || slash == parent || !slash[1])
 		return 0;	/* the root of the mount: never removed */
-	snprintf(cg_name, sizeof(cg_name), "%s", slash + 1);
+	snprintf(t->cg_name, sizeof(t->cg_name), "%s", slash + 1);
 	*slash = '\0';
-	ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (ino_fd < 0 || inotify_add_watch(ino_fd, parent, IN_DELETE | IN_MOVED_FROM) < 0)
+	t->ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (t->ino_fd < 0 || inotify_add_watch(t->ino_fd, parent, IN_DELETE | IN_MOVED_FROM) < 0)
 		return sp_err("watching %s: %s", parent, strerror(errno));
-	ino_w = sp_loop_watch(ino_fd, on_inotify, NULL);
-	return ino_w ? 0 : -1;
+	t->ino_w = sp_loop_watch(t->ino_fd, on_inotify, t);
+	return t->ino_w ? 0 : -1;
 }
 
-static int watch_links(void)
+static int watch_links(struct sp_targets *t)
 {
-	nl = mnl_socket_open(NETLINK_ROUTE);
-	if (!nl || mnl_socket_bind(nl, RTMGRP_LINK, MNL_SOCKET_AUTOPID) < 0)
+	t->nl = mnl_socket_open(NETLINK_ROUTE);
+	if (!t->nl || mnl_socket_bind(t->nl, RTMGRP_LINK, MNL_SOCKET_AUTOPID) < 0)
 		return sp_err("rtnetlink link events: %s", strerror(errno));
-	fcntl(mnl_socket_get_fd(nl), F_SETFL, O_NONBLOCK);
-	nl_w = sp_loop_watch(mnl_socket_get_fd(nl), on_netlink, NULL);
-	return nl_w ? 0 : -1;
+	fcntl(mnl_socket_get_fd(t->nl), F_SETFL, O_NONBLOCK);
+	t->nl_w = sp_loop_watch(mnl_socket_get_fd(t->nl), on_netlink, t);
+	return t->nl_w ? 0 : -1;
 }
 
-int sp_targets_start(struct sp_run *r)
+int sp_targets_start(struct sp_run *run)
 {
-	run = r;
-	memset(recs, 0, sizeof(recs));
+	struct sp_targets *t = calloc(1, sizeof(*t));
+	struct sp_target_rec *recs;
+
+	if (!(run->targets = t))
+		return sp_err("targets: %s", strerror(ENOMEM));
+	t->run = run;
+	t->ino_fd = t->map_fd = -1;
+	recs = t->recs;
 	snprintf(recs[0].name, sizeof(recs[0].name), "%s", run->cgroup);
 	recs[0].state = run->cgroup_fd >= 0 ? T_ATTACHED : T_GONE;
 	for (int i = 0; i < run->nr_ifaces; i++) {
@@ -266,68 +288,73 @@ int sp_targets_start(struct sp_run *r)
 		recs[1 + i].ifindex = run->ifindex[i];
 		snprintf(recs[1 + i].name, sizeof(recs[1 + i].name), "%s", run->ifname[i]);
 	}
-	if (pin_map() || (run->cgroup_fd >= 0 && watch_cgroup()) ||
-	    (run->nr_ifaces && watch_links()))
+	if (pin_map(t) || (run->cgroup_fd >= 0 && watch_cgroup(t)) ||
+	    (run->nr_ifaces && watch_links(t)))
 		return -1;
-	publish();
+	publish(t);
 	/* A device deleted while we attached sent its event before we listened. */
 	if (run->nr_ifaces)
-		resync();
+		resync(t);
 	return 0;
 }
 
-void sp_targets_stop(void)
+void sp_targets_stop(struct sp_run *run)
 {
+	struct sp_targets *t = run->targets;
 	char path[512];
 
-	sp_loop_unwatch(ino_w);
-	sp_loop_unwatch(nl_w);
-	ino_w = nl_w = NULL;
-	if (ino_fd >= 0)
-		close(ino_fd);
-	if (nl)
-		mnl_socket_close(nl);
-	nl = NULL;
-	ino_fd = -1;
-	if (map_fd >= 0) {
-		close(map_fd);
-		if (run && !sp_pin_path(path, sizeof(path), run->pin_dir, "targets"))
+	if (!t)
+		return;
+	sp_loop_unwatch(t->ino_w);
+	sp_loop_unwatch(t->nl_w);
+	if (t->ino_fd >= 0)
+		close(t->ino_fd);
+	if (t->nl)
+		mnl_socket_close(t->nl);
+	if (t->map_fd >= 0) {
+		close(t->map_fd);
+		if (!sp_pin_path(path, sizeof(path), run->pin_dir, "targets"))
 			unlink(path);
 	}
-	map_fd = -1;
+	free(t);
+	run->targets = NULL;
 }
 
-/* What run watches and whether it is there: text, or a "targets" member of j. */
-void sp_targets_status(const char *pin_dir, FILE *out, struct sp_json *j)
+static const struct sp_field target_cols[] = {
+	{ "kind", SP_STRING, false, "", "cgroup or iface" },
+	{ "name", SP_STRING, false, "", "the cgroup's path or the device's name" },
+	{ "state", SP_STRING, false, "", "attached, or gone (removed, or a device deleted)" },
+	{ "changes", SP_COUNTER, false, "", "times it went or came back" },
+};
+
+/* What the run watches and whether it is there, as a "targets" table of rep. */
+void sp_targets_report(const char *pin_dir, struct sp_report *rep)
 {
 	static const char *const kinds[] = { "cgroup", "iface" }, *const states[] = { "attached", "gone" };
 	struct sp_target_rec r;
-	int fd = sp_open_pinned(pin_dir, "targets");
+	struct sp_table *t;
+	struct sp_val *row;
+	char path[512];
+	int fd;
 
+	/* Optional: a meta without it (made by hand, or by a run before targets
+	 * were watched) is still a status to show, not a missing pin. */
+	if (sp_pin_path(path, sizeof(path), pin_dir, "targets") || access(path, F_OK))
+		return;
+	fd = sp_open_pinned(pin_dir, "targets");
 	if (fd < 0)
 		return;
-	if (j) {
-		sp_json_key(j, "targets");
-		sp_json_begin_array(j);
-	} else {
-		fprintf(out, "targets:\n");
-	}
+	t = sp_table_add(rep, "targets", "what the run is attached to",
+			 target_cols, sizeof(target_cols) / sizeof(target_cols[0]));
 	for (__u32 i = 0; i < NR_RECS; i++) {
 		if (bpf_map_lookup_elem(fd, &i, &r) || !r.name[0] || r.kind > T_IFACE || r.state > T_GONE)
 			continue;
-		if (!j) {
-			fprintf(out, "  %-6s %.*s %s (%u changes)\n", kinds[r.kind], (int)sizeof(r.name),
-				r.name, states[r.state], r.changes);
-			continue;
-		}
-		sp_json_begin_object(j);
-		sp_json_key(j, "kind"), sp_json_str(j, kinds[r.kind]);
-		sp_json_key(j, "name"), sp_json_strn(j, r.name, sizeof(r.name));
-		sp_json_key(j, "state"), sp_json_str(j, states[r.state]);
-		sp_json_key(j, "changes"), sp_json_u64(j, r.changes);
-		sp_json_end_object(j);
+		if (!(row = sp_table_row(t)))
+			break;
+		snprintf(row[0].s, sizeof(row[0].s), "%s", kinds[r.kind]);
+		snprintf(row[1].s, sizeof(row[1].s), "%.*s", (int)sizeof(r.name), r.name);
+		snprintf(row[2].s, sizeof(row[2].s), "%s", states[r.state]);
+		row[3].u = r.changes;
 	}
-	if (j)
-		sp_json_end_array(j);
 	close(fd);
 }

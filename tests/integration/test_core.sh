@@ -240,7 +240,7 @@ t_status_json() {
 	sp_start --cgroup "$CG"
 	"$SP" status --json --pin-path "$PIN" >"$TMP/s.json" || fail "status --json"
 	jq -e --arg cg "$CG" --argjson pid "$SP_PID" \
-		'.pid == $pid and .alive and .uptime_s >= 0 and .uptime_s < 60 and .cgroup == $cg and (.modules.tcpstats.active_opens | type) == "number"
+		'.schema == 1 and .pid == $pid and .alive and .uptime_s >= 0 and .uptime_s < 60 and .cgroup == $cg and (.modules.tcpstats.active_opens | type) == "number"
 		 and (.programs | length) >= 1 and (.programs[0].avg_ns | type) == "number"' \
 		"$TMP/s.json" >/dev/null || fail "status --json: $(cat "$TMP/s.json")"
 	"$SP" status --pin-path "$PIN" | grep -q "^cgroup $CG" || fail "text status"
@@ -333,7 +333,7 @@ t_status_json_missing_pins() {
 	assert_eq "$?" 1 "status exit with only the config pin missing"
 	jq -e '.modules.tcpstats.cfg == null' "$TMP/s.json" >/dev/null || fail "status: $(cat "$TMP/s.json")"
 	sp_stop
-	# fragguard's status still writes its members by hand, after "cfg".
+	# fragguard's records around a missing counter and config pin.
 	netns_pair
 	SP_NS=$NS_B sp_start --modules fragguard --iface "v${ID}b"
 	nsenter -t "$SP_PID" -m rm "$PIN/fragguard_ctr" "$PIN/fragguard_cfg"

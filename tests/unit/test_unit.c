@@ -57,7 +57,7 @@ static void test_modules(void)
 	CHECK("modules_table_sane", sp_nr_modules > 0 && sp_nr_modules <= 16);
 	for (int i = 0; i < sp_nr_modules; i++) {
 		const struct sp_module *m = sp_modules[i];
-		bool ok = m->cfg_size <= 256 && m->start && m->stop && m->status;
+		bool ok = m->cfg_size <= 256 && m->start && m->stop && (m->report || m->status);
 
 		for (int j = 0; j < m->nr_tunables; j++) {
 			const struct sp_tunable *t = &m->tunables[j];
@@ -165,6 +165,100 @@ static void test_json(void)
 	free(s);
 }
 
+/* The status model: records and tables, rendered; a module never writes past the end. */
+static const struct sp_field unit_cols[] = {
+	{ "dst", SP_STRING, false, "", "" },
+	{ "up", SP_BOOL, false, "", "" },
+	{ "age_s", SP_GAUGE, true, "seconds", "" },
+};
+
+static struct sp_report *unit_report(void)
+{
+	struct sp_report *r = calloc(1, sizeof(*r));
+	struct sp_table *t;
+	struct sp_val *row;
+
+	sp_rec_counter(r, NULL, "fragments", 7, "", "help");
+	sp_rec_gauge(r, "ipv4", "mem", -1, "bytes", "");
+	sp_rec_gauge(r, "ipv4", "time_s", 30, "seconds", "");
+	sp_rec_gauge(r, "ipv6", "mem", 2, "bytes", "");
+	sp_rec_gauge(r, NULL, "active_peers", 3, "", "");
+	t = sp_table_add(r, "top", "", unit_cols, 3);
+	row = sp_table_row(t);
+	snprintf(row[0].s, sizeof(row[0].s), "10.0.0.1");
+	row[1].b = true;
+	row[2].d = 1.25;
+	sp_table_add(r, "empty", "", unit_cols, 3);
+	return r;
+}
+
+static void report_doc(FILE *f)
+{
+	struct sp_report *r = unit_report();
+	struct sp_json j;
+
+	sp_json_init(&j, f);
+	sp_json_begin_object(&j);
+	sp_report_json(r, &j);
+	sp_json_end_object(&j);
+	free(r);
+}
+
+static void report_txt(FILE *f)
+{
+	struct sp_report *r = unit_report();
+
+	sp_report_text(r, f, "  ");
+	free(r);
+}
+
+static void test_report(void)
+{
+	struct sp_report *r = calloc(1, sizeof(*r));
+	struct sp_table *t;
+	char *s = json_of(report_doc);
+	int rows = 0;
+
+	CHECK("report_json", !strcmp(s, "{\"fragments\":7,\"ipv4\":{\"mem\":-1,\"time_s\":30},"
+	      "\"ipv6\":{\"mem\":2},\"active_peers\":3,"
+	      "\"top\":[{\"dst\":\"10.0.0.1\",\"up\":true,\"age_s\":1.2}],\"empty\":[]}") ||
+	      !strcmp(s, "{\"fragments\":7,\"ipv4\":{\"mem\":-1,\"time_s\":30},"
+	      "\"ipv6\":{\"mem\":2},\"active_peers\":3,"
+	      "\"top\":[{\"dst\":\"10.0.0.1\",\"up\":true,\"age_s\":1.3}],\"empty\":[]}"));
+	free(s);
+	s = json_of(report_txt);
+	CHECK("report_text", strstr(s, "  ipv4.mem") && strstr(s, "-1 B\n") && strstr(s, "30 s\n") &&
+	      strstr(s, "top (1):\n    dst      up  age_s\n    10.0.0.1 yes 1.") && strstr(s, "empty (0):\n"));
+	free(s);
+	for (int i = 0; i < SP_REPORT_RECS + 5; i++)
+		sp_rec_counter(r, NULL, "x", i, "", "");
+	CHECK("report_records_bounded", r->nr_recs == SP_REPORT_RECS &&
+	      r->recs[SP_REPORT_RECS - 1].v.u == SP_REPORT_RECS - 1);
+	for (int i = 0; i < SP_REPORT_TABLES; i++)
+		sp_table_add(r, "t", "", unit_cols, 3);
+	CHECK("report_tables_bounded", !sp_table_add(r, "t", "", unit_cols, 3) &&
+	      !sp_table_row(NULL));
+	t = &r->tables[0];
+	while (sp_table_row(t))
+		rows++;
+	CHECK("report_rows_bounded", rows == SP_TABLE_ROWS && t->nr_rows == SP_TABLE_ROWS);
+	free(r);
+}
+
+/* stop() of an instance that start() never made is a no-op, for every module. */
+static void test_instances(void)
+{
+	struct sp_run run = { .cgroup_fd = -1 };
+	bool ok = true;
+
+	for (int i = 0; i < sp_nr_modules; i++) {
+		sp_modules[i]->stop(&run, NULL);
+		ok &= sp_run_inst(&run, sp_modules[i]) == NULL;
+	}
+	run.inst[0] = &run;
+	CHECK("instance_stop_null", ok && sp_run_inst(&run, sp_modules[0]) == &run);
+}
+
 /* Split "a / b" into at most n trimmed parts; returns how many. */
 static int split_slash(char *cell, char **part, int n)
 {
@@ -265,6 +359,8 @@ int main(int argc, char **argv)
 	test_tunables();
 	test_paths();
 	test_json();
+	test_report();
+	test_instances();
 	test_cgroup_input();
 	test_readme_tunables(readme);
 	return failures ? 1 : 0;
