@@ -4,7 +4,6 @@
 #include <getopt.h>
 #include <net/if.h>
 #include <signal.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -106,7 +105,7 @@ static bool module_report(const char *pin_dir, const struct sp_module *m, struct
 	unsigned char cfg[256];
 	bool have_cfg = !sp_cfg_read(pin_dir, m, cfg);
 
-	memset(rep, 0, offsetof(struct sp_report, recs));
+	sp_report_reset(rep);
 	for (int i = 0; have_cfg && i < m->nr_tunables; i++) {
 		__u32 v;
 
@@ -168,7 +167,7 @@ static void status_json(const char *pin_dir, const struct sp_meta *meta, bool al
 		if (meta->modules & (1u << i))
 			module_json(pin_dir, sp_modules[i], &j, rep);
 	sp_json_end_object(&j);
-	memset(rep, 0, offsetof(struct sp_report, recs));
+	sp_report_reset(rep);
 	sp_targets_report(pin_dir, rep);
 	report_progs(meta, rep);
 	sp_report_json(rep, &j);
@@ -200,7 +199,7 @@ static void status_text(const char *pin_dir, const struct sp_meta *meta, bool al
 		if (!sp_modules[i]->report)
 			sp_modules[i]->status(pin_dir, stdout, false);
 	}
-	memset(rep, 0, offsetof(struct sp_report, recs));
+	sp_report_reset(rep);
 	sp_targets_report(pin_dir, rep);
 	report_progs(meta, rep);
 	sp_report_text(rep, stdout, "");

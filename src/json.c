@@ -15,10 +15,9 @@ void sp_json_init(struct sp_json *j, FILE *out)
 }
 
 /*
- * A writer for the inside of an object that already has a member: what a
- * module's status() writes after the "cfg" member that ctl.c always puts
- * first. Legacy status code that prints ",\"key\":..." by hand relies on the
- * same guarantee, so both styles can be mixed in one object.
+ * A writer for the inside of an object that already has a member: what the
+ * status() of a module without report() writes after the "cfg" member that
+ * ctl.c always puts first (rehash, until its status moves to records).
  */
 void sp_json_init_member(struct sp_json *j, FILE *out)
 {

@@ -222,7 +222,10 @@ void sp_module_unpublish(struct sp_run *run, struct bpf_object *obj, struct bpf_
 	sp_unpin_obj_maps(obj, run->pin_dir);
 }
 
-/* Print a pinned per-CPU counter array, summed over CPUs (json: as members). */
+/*
+ * Print a pinned per-CPU counter array, summed over CPUs (json: as members),
+ * for a module's status() that predates records; see sp_report_counters().
+ */
 void sp_print_counters(const char *pin_dir, const char *map, const char *const *names,
 		       int n, FILE *out, bool json)
 {

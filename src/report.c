@@ -9,12 +9,20 @@
 #include <unistd.h>
 #include "sp.h"
 
+void sp_report_reset(struct sp_report *r)
+{
+	r->nr_recs = r->nr_tables = r->spilled = 0;
+}
+
 struct sp_val *sp_rec_add(struct sp_report *r, const char *group, const struct sp_field *f)
 {
 	struct sp_rec *rec;
 
 	/* Past the end, values go nowhere: a module never writes out of bounds. */
 	if (r->nr_recs == SP_REPORT_RECS) {
+		if (!r->spilled++)
+			sp_err("status: more than %d records; %s and later ones not shown",
+			       SP_REPORT_RECS, f->key);
 		memset(&r->spill, 0, sizeof(r->spill));
 		return &r->spill;
 	}

@@ -36,6 +36,13 @@ struct sp_report;
  * way); stop(), tick() and the module's loop callbacks get it back. Nothing
  * a module changes lives in file-level statics, so one process can later run
  * a module for several cgroups (issue 12).
+ *
+ * What stays process-wide, on purpose: the event loop (one thread, one
+ * epoll: every instance's fds and timers in it, loop.c), the log rate
+ * limiters (one stderr), the state file under /run/stackpilot (one per host,
+ * entries keyed by pid, state.c), and the tables modules register from
+ * constructors (run options, target ops, undo kinds), which are code, the
+ * same for every instance.
  */
 struct sp_module {
 	const char *name;
@@ -208,7 +215,10 @@ struct sp_report {
 	struct sp_rec recs[SP_REPORT_RECS];
 	struct sp_table tables[SP_REPORT_TABLES];
 	struct sp_val spill;	/* what records past SP_REPORT_RECS are written to */
+	int spilled;
 };
+/* Empty r for the next report: a report is big (top-N tables), so it is reused. */
+void sp_report_reset(struct sp_report *r);
 /* Each returns the value to fill in (a scratch one when the report is full). */
 struct sp_val *sp_rec_add(struct sp_report *r, const char *group, const struct sp_field *f);
 void sp_rec_counter(struct sp_report *r, const char *group, const char *key,
