@@ -50,7 +50,8 @@ struct pmtu_state {
 	int nr_routes;
 	/* probes */
 	__u16 echo_seq;
-	unsigned char buf[PMTU_BUF];
+	/* Headers are read and written in place: aligned as a static array was. */
+	unsigned char buf[PMTU_BUF] __attribute__((aligned(16)));
 };
 
 __u64 pmtu_now_ns(void);
