@@ -302,9 +302,11 @@ void sp_targets_status(const char *pin_dir, FILE *out, struct sp_json *j)
 {
 	static const char *const kinds[] = { "cgroup", "iface" }, *const states[] = { "attached", "gone" };
 	struct sp_target_rec r;
-	int fd = sp_open_pinned(pin_dir, "targets");
+	char path[512];
+	int fd;
 
-	if (fd < 0)
+	/* Optional: only a run that watches something pins it. */
+	if (sp_pin_path(path, sizeof(path), pin_dir, "targets") || (fd = bpf_obj_get(path)) < 0)
 		return;
 	if (j) {
 		sp_json_key(j, "targets");
