@@ -337,12 +337,8 @@ void sp_targets_report(const char *pin_dir, struct sp_report *rep)
 	char path[512];
 	int fd;
 
-	/* Optional: a meta without it (made by hand, or by a run before targets
-	 * were watched) is still a status to show, not a missing pin. */
-	if (sp_pin_path(path, sizeof(path), pin_dir, "targets") || access(path, F_OK))
-		return;
-	fd = sp_open_pinned(pin_dir, "targets");
-	if (fd < 0)
+	/* Optional: only a run that watches something pins it. */
+	if (sp_pin_path(path, sizeof(path), pin_dir, "targets") || (fd = bpf_obj_get(path)) < 0)
 		return;
 	t = sp_table_add(rep, "targets", "what the run is attached to",
 			 target_cols, sizeof(target_cols) / sizeof(target_cols[0]));

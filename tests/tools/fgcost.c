@@ -20,18 +20,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-
-static __u16 csum(const void *p, int n)
-{
-	const __u16 *w = p;
-	__u32 s = 0;
-
-	for (; n > 1; n -= 2)
-		s += *w++;
-	while (s >> 16)
-		s = (s & 0xffff) + (s >> 16);
-	return ~s;
-}
+#include "csum.h"
 
 /* An IPv4 frame to lo's (zero) MAC, so test_run sees PACKET_HOST. */
 static int frame(__u8 *b, __u16 id, __u32 off, __u32 len, int mf, int frag)
@@ -48,7 +37,7 @@ static int frame(__u8 *b, __u16 id, __u32 off, __u32 len, int mf, int frag)
 	ip[9] = 17;
 	inet_pton(AF_INET, "10.9.0.2", ip + 12);
 	inet_pton(AF_INET, "10.9.0.1", ip + 16);
-	*(__u16 *)(ip + 10) = csum(ip, 20);
+	*(__u16 *)(ip + 10) = ip_csum(ip, 20);
 	return 14 + 20 + len;
 }
 

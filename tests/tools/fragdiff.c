@@ -37,6 +37,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "stackpilot.h"
+#include "csum.h"
 
 #define BATCH	5000
 #define PROTO	253
@@ -71,18 +72,6 @@ static void src_addr(int v6, int idx, __u32 *a)
 	}
 }
 
-static __u16 csum16(const void *p, int n)
-{
-	const __u16 *w = p;
-	__u32 s = 0;
-
-	for (; n > 1; n -= 2)
-		s += *w++;
-	while (s >> 16)
-		s = (s & 0xffff) + (s >> 16);
-	return ~s;
-}
-
 static void send_frag(int v6, int idx, __u32 id, const __u8 *data, struct frag *f)
 {
 	static __u8 buf[10000];
@@ -106,7 +95,7 @@ static void send_frag(int v6, int idx, __u32 id, const __u8 *data, struct frag *
 		ip[9] = PROTO;
 		memcpy(ip + 12, src, 4);
 		inet_pton(AF_INET, "10.50.1.1", ip + 16);
-		*(__u16 *)(ip + 10) = csum16(ip, 20);
+		*(__u16 *)(ip + 10) = ip_csum(ip, 20);
 	} else {
 		buf[12] = 0x86, buf[13] = 0xdd;
 		hl = 48;

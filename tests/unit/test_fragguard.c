@@ -14,6 +14,7 @@
 #include <bpf/libbpf.h>
 #include "stackpilot.h"
 #include "fragguard.skel.h"
+#include "../tools/csum.h"
 
 /* run() says TC_ACT_OK for what the program passes on to the next filter
  * (TC_ACT_UNSPEC); a real TC_ACT_OK would end the chain, and is 99 here. */
@@ -159,18 +160,6 @@ static bool agg_zero(void)
 	return !a.mem[0] && !a.mem[1] && !a.unknown_mem[0] && !a.unknown_mem[1];
 }
 
-static __u16 csum(const void *p, int n)
-{
-	const __u16 *w = p;
-	__u32 s = 0;
-
-	for (; n > 1; n -= 2)
-		s += *w++;
-	while (s >> 16)
-		s = (s & 0xffff) + (s >> 16);
-	return ~s;
-}
-
 /* Ethernet (+ nvlan 802.1Q tags) + IPv4 fragment with len payload bytes. */
 static int mk4(__u8 *b, const char *src, __u16 id, __u32 off, __u32 len, int mf, int nvlan)
 {
@@ -191,7 +180,7 @@ static int mk4(__u8 *b, const char *src, __u16 id, __u32 off, __u32 len, int mf,
 	ip[9] = 17;
 	inet_pton(AF_INET, src, ip + 12);
 	inet_pton(AF_INET, "10.99.0.1", ip + 16);
-	*(__u16 *)(ip + 10) = csum(ip, 20);
+	*(__u16 *)(ip + 10) = ip_csum(ip, 20);
 	return h + 2 + ihl + len;
 }
 
@@ -664,7 +653,7 @@ static void test_key(void)
 
 	pkt[14 + 9] = 6;
 	*(__u16 *)(pkt + 14 + 10) = 0;
-	*(__u16 *)(pkt + 14 + 10) = csum(pkt + 14, 20);
+	*(__u16 *)(pkt + 14 + 10) = ip_csum(pkt + 14, 20);
 	run(pkt, n);
 	run(pkt, mk4(pkt, "10.5.0.1", 9, 1480, 100, 0, 0));
 	CHECK("ipv4_key_includes_protocol", ctr(SP_FG_ADMITTED) == 2 && ctr(SP_FG_COMPLETED) == 1);
