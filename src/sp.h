@@ -200,7 +200,7 @@ struct sp_rec {
 	struct sp_val v;
 };
 #define SP_TABLE_COLS	12
-#define SP_TABLE_ROWS	100
+#define SP_TABLE_ROWS	100	/* pmtu has always shown at most 100 destinations */
 struct sp_table {
 	const char *key;
 	const char *help;
@@ -219,7 +219,7 @@ struct sp_report {
 };
 /* Empty r for the next report: a report is big (top-N tables), so it is reused. */
 void sp_report_reset(struct sp_report *r);
-/* Each returns the value to fill in (a scratch one when the report is full). */
+/* The value to fill in (a scratch one when the report is full, said once on stderr). */
 struct sp_val *sp_rec_add(struct sp_report *r, const char *group, const struct sp_field *f);
 void sp_rec_counter(struct sp_report *r, const char *group, const char *key,
 		    unsigned long long v, const char *unit, const char *help);
