@@ -10,19 +10,30 @@
 #include <bpf/libbpf.h>
 #include "sp.h"
 
-static const char *const names[SP_FG_NR] = {
-	[SP_FG_FRAGS] = "fragments",
-	[SP_FG_MALFORMED] = "malformed", [SP_FG_ADMITTED] = "admitted",
-	[SP_FG_REF_PEER] = "refused_peer_limit", [SP_FG_REF_SHARE] = "refused_fair_share",
-	[SP_FG_REF_UNKNOWN] = "refused_unknown_pool", [SP_FG_REF_AGE] = "refused_age",
-	[SP_FG_REF_FOLLOW] = "refused_followers", [SP_FG_DROPPED] = "dropped",
-	[SP_FG_COMPLETED] = "completed", [SP_FG_EXPIRED] = "expired",
-	[SP_FG_DISCARDED] = "discarded", [SP_FG_DUPS] = "duplicates",
-	[SP_FG_REINIT] = "reinit", [SP_FG_UNTRACKED] = "untracked",
-	[SP_FG_INEXACT] = "inexact", [SP_FG_PROMOTED] = "peers_promoted",
-	[SP_FG_KNOWN_FULL] = "known_map_full",
-	[SP_FG_K_TIMEOUT] = "kernel_drop_timeout", [SP_FG_K_DUP] = "kernel_drop_dup",
-	[SP_FG_K_TOO_FAR] = "kernel_drop_too_far",
+static const struct sp_counter counters[SP_FG_NR] = {
+	[SP_FG_FRAGS] = { "fragments", "IPv4/IPv6 fragments seen on the attached interfaces" },
+	[SP_FG_MALFORMED] = { "malformed", "fragments the kernel drops before reassembly: passed" },
+	[SP_FG_ADMITTED] = { "admitted", "new datagrams admitted" },
+	[SP_FG_REF_PEER] = { "refused_peer_limit", "new datagrams refused: peer over peer_limit" },
+	[SP_FG_REF_SHARE] = { "refused_fair_share", "refused: under load, peer over its fair share" },
+	[SP_FG_REF_UNKNOWN] = { "refused_unknown_pool",
+				"refused: peers not yet known are over unknown_pct" },
+	[SP_FG_REF_AGE] = { "refused_age", "fragments refused: datagram older than its age limit" },
+	[SP_FG_REF_FOLLOW] = { "refused_followers", "later fragments of a refused datagram" },
+	[SP_FG_DROPPED] = { "dropped", "fragments dropped (all refusals, when enforce=1)" },
+	[SP_FG_COMPLETED] = { "completed", "datagrams reassembled" },
+	[SP_FG_EXPIRED] = { "expired", "datagrams the kernel's timer expired" },
+	[SP_FG_DISCARDED] = { "discarded", "datagrams the kernel discards: overlap, bad length, "
+			      "oversize, ECN" },
+	[SP_FG_DUPS] = { "duplicates", "fragments the kernel drops as duplicates" },
+	[SP_FG_REINIT] = { "reinit", "datagrams restarted by the kernel (ipfrag_max_dist)" },
+	[SP_FG_UNTRACKED] = { "untracked", "new datagrams passed untracked: datagram map full" },
+	[SP_FG_INEXACT] = { "inexact", "datagrams tracked by byte count only" },
+	[SP_FG_PROMOTED] = { "peers_promoted", "peers that became known" },
+	[SP_FG_KNOWN_FULL] = { "known_map_full", "peers that qualified but the known map was full" },
+	[SP_FG_K_TIMEOUT] = { "kernel_drop_timeout", "kernel drops: reassembly timeout" },
+	[SP_FG_K_DUP] = { "kernel_drop_dup", "kernel drops: duplicate fragment" },
+	[SP_FG_K_TOO_FAR] = { "kernel_drop_too_far", "kernel drops: fragment too far (ipfrag_max_dist)" },
 };
 
 #define TOP 10
@@ -183,8 +194,7 @@ static __u32 report_agg(const char *pin_dir, struct sp_report *rep)
 
 void sp_fg_report(const char *pin_dir, struct sp_report *rep)
 {
-	sp_report_counters(rep, pin_dir, "fragguard_ctr", names, SP_FG_NR,
-			   "fragment events at tc ingress and kernel fragment drops since the run started");
+	sp_report_counters(rep, pin_dir, "fragguard_ctr", counters, SP_FG_NR);
 	report_global(pin_dir, rep);
 	report_peers(pin_dir, rep, report_agg(pin_dir, rep));
 }

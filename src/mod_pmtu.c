@@ -167,10 +167,12 @@ static int start(struct sp_run *run, void **inst)
 
 /* ---- status ------------------------------------------------------------- */
 
-static const char *const names[SP_PM_NR] = {
-	[SP_PM_CONNECTS] = "connects", [SP_PM_CLAMPED] = "started_with_learned_mss",
-	[SP_PM_LEARNED] = "learned_from_connections", [SP_PM_SUSPECTS] = "black_hole_suspects",
-	[SP_PM_EVENTS_LOST] = "events_lost",
+static const struct sp_counter counters[SP_PM_NR] = {
+	[SP_PM_CONNECTS] = { "connects", "active opens seen" },
+	[SP_PM_CLAMPED] = { "started_with_learned_mss", "connections started with a learned MSS" },
+	[SP_PM_LEARNED] = { "learned_from_connections", "connections that proved an MTU good" },
+	[SP_PM_SUSPECTS] = { "black_hole_suspects", "RTOs that looked like a black hole" },
+	[SP_PM_EVENTS_LOST] = { "events_lost", "suspects lost: ring buffer full" },
 };
 static const char *const states[] = { "learned", "suspect", "searched", "no_probe" };
 
@@ -196,8 +198,7 @@ static void report(const char *pin_dir, struct sp_report *rep)
 	void *prev = NULL;
 	__u64 now = pmtu_now_ns();
 
-	sp_report_counters(rep, pin_dir, "pmtu_ctr", names, SP_PM_NR,
-			   "events of the cgroup's connections and the search since the run started");
+	sp_report_counters(rep, pin_dir, "pmtu_ctr", counters, SP_PM_NR);
 	if (fd < 0)
 		return;
 	t = sp_table_add(rep, "destinations", "what is known of each destination's path MTU",

@@ -47,15 +47,16 @@ static int start(struct sp_run *run, void **inst)
 				 &in->link);
 }
 
-static const char *const names[SP_TS_NR] = {
-	[SP_TS_ACTIVE] = "active_opens", [SP_TS_PASSIVE] = "passive_opens",
-	[SP_TS_RETRANS] = "retrans_segs", [SP_TS_RTO] = "rto",
+static const struct sp_counter counters[SP_TS_NR] = {
+	[SP_TS_ACTIVE] = { "active_opens", "connections opened from the cgroup" },
+	[SP_TS_PASSIVE] = { "passive_opens", "connections accepted in the cgroup" },
+	[SP_TS_RETRANS] = { "retrans_segs", "retransmitted segments" },
+	[SP_TS_RTO] = { "rto", "retransmission timeouts" },
 };
 
 static void report(const char *pin_dir, struct sp_report *rep)
 {
-	sp_report_counters(rep, pin_dir, "tcpstats_ctr", names, SP_TS_NR,
-			   "TCP events of the cgroup's sockets since the run started");
+	sp_report_counters(rep, pin_dir, "tcpstats_ctr", counters, SP_TS_NR);
 }
 
 const struct sp_module sp_mod_tcpstats = {

@@ -74,7 +74,7 @@ struct sp_val *sp_table_row(struct sp_table *t)
 }
 
 void sp_report_counters(struct sp_report *r, const char *pin_dir, const char *map,
-			const char *const *names, int n, const char *help)
+			const struct sp_counter *c, int n)
 {
 	int fd = sp_open_pinned(pin_dir, map);
 	__u64 v;
@@ -84,7 +84,7 @@ void sp_report_counters(struct sp_report *r, const char *pin_dir, const char *ma
 	for (int i = 0; i < n; i++) {
 		if (sp_sum_percpu(fd, i, &v))
 			v = 0;
-		sp_rec_counter(r, NULL, names[i], v, "", help);
+		sp_rec_counter(r, NULL, c[i].name, v, "", c[i].help);
 	}
 	close(fd);
 }

@@ -230,9 +230,11 @@ struct sp_table *sp_table_add(struct sp_report *r, const char *key, const char *
 			      const struct sp_field *cols, int nr_cols);
 /* The cells of a new row, or NULL when the table is full. */
 struct sp_val *sp_table_row(struct sp_table *t);
+/* One element of a module's per-CPU counter array: its record's key and help. */
+struct sp_counter { const char *name, *help; };
 /* A pinned per-CPU counter array, summed over CPUs, as counter records. */
 void sp_report_counters(struct sp_report *r, const char *pin_dir, const char *map,
-			const char *const *names, int n, const char *help);
+			const struct sp_counter *c, int n);
 /* Text: one line per record, then each table with a header line. */
 void sp_report_text(const struct sp_report *r, FILE *out, const char *indent);
 /* JSON: members of the object j is in (groups as nested objects), then tables as arrays. */
