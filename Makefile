@@ -51,6 +51,18 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
+# `stackpilot --version`: `git describe` of the source tree at build time,
+# or VERSION (a tarball has no .git; `make STACKPILOT_VERSION=...` overrides both).
+# The header is rewritten only when the string changes, so an unchanged
+# tree does not relink.
+VERSION_FALLBACK := $(shell cat VERSION 2>/dev/null)
+STACKPILOT_VERSION ?= $(shell test -e .git && git describe --tags --always --dirty 2>/dev/null || echo '$(VERSION_FALLBACK)')
+$(OUTPUT)/version.h: FORCE | $(OUTPUT)
+	$(Q)printf '#define SP_VERSION "%s"\n' '$(STACKPILOT_VERSION)' > $@.tmp; \
+	cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+$(OUTPUT)/main.o: $(OUTPUT)/version.h
+FORCE:
+
 # Keep the objects and skeletons between builds.
 .SECONDARY: $(BPF_OBJS) $(SKELS)
 
