@@ -109,3 +109,61 @@ t_journal_no_status_dump() {
 	sp_stop || fail "exit status"
 	assert_ge "$(grep -c tcpstats "$TMP/sp.out")" 2 "status dumps by default outside the journal"
 }
+
+# Install into a DESTDIR: exactly these files, the unit's ExecStart at the
+# PREFIX, the binary the build's.
+t_install_tree() {
+	local d=$TMP/root
+	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install"
+	(cd "$d" && find . -type f -printf '%m %p\n' | sort) >"$TMP/tree"
+	cat >"$TMP/want" <<-'END'
+	644 ./etc/iproute2/rt_protos.d/stackpilot.conf
+	644 ./usr/local/lib/systemd/system/stackpilot.service
+	644 ./usr/local/share/bash-completion/completions/stackpilot
+	644 ./usr/local/share/man/man8/stackpilot-fragguard.8
+	644 ./usr/local/share/man/man8/stackpilot-pmtu.8
+	644 ./usr/local/share/man/man8/stackpilot-rehash.8
+	644 ./usr/local/share/man/man8/stackpilot-tcpstats.8
+	644 ./usr/local/share/man/man8/stackpilot.8
+	755 ./usr/local/sbin/stackpilot
+	END
+	diff "$TMP/want" "$TMP/tree" || fail "installed tree differs"
+	assert_eq "$("$d/usr/local/sbin/stackpilot" --version)" "$("$ROOT/build/stackpilot" --version)" "installed --version"
+	grep -qx 'ExecStart=/usr/local/sbin/stackpilot run --cgroup /' "$d/usr/local/lib/systemd/system/stackpilot.service" ||
+		fail "ExecStart: $(grep ExecStart= "$d/usr/local/lib/systemd/system/stackpilot.service")"
+	# The number pmtu marks its routes with is the one named.
+	local n=$(printf '%d' "$(sed -n 's/^#define RTPROT_STACKPILOT[[:space:]]*\(0x[0-9a-f]*\).*/\1/p' "$ROOT/src/pmtu.h")")
+	assert_eq "$(grep -v '^#' "$d/etc/iproute2/rt_protos.d/stackpilot.conf" | tr -s '\t ' ' ')" "$n stackpilot" "rt_protos.d entry"
+	make -s -C "$ROOT" uninstall PREFIX=/usr/local DESTDIR="$d" || fail "make uninstall"
+	assert_eq "$(find "$d" -type f)" "" "files left by uninstall"
+}
+
+# systemd-analyze verify finds nothing wrong with the unit, and would: a
+# copy with a bad value is reported. Installed without DESTDIR under $TMP
+# so ExecStart's binary and the Documentation= page exist where named.
+t_unit_verifies() {
+	local p=$TMP/p/usr/local out
+	make -s -C "$ROOT" install PREFIX="$p" SYSCONFDIR="$TMP/p/etc" >/dev/null || fail "make install"
+	out=$(MANPATH=$p/share/man systemd-analyze verify "$p/lib/systemd/system/stackpilot.service" 2>&1)
+	echo "$out"
+	echo "$out" | grep -i 'stackpilot' && fail "systemd-analyze verify complains about the unit"
+	mkdir "$TMP/bad" && sed 's/^Restart=.*/Restart=sometimes/' "$p/lib/systemd/system/stackpilot.service" >"$TMP/bad/stackpilot.service"
+	out=$(MANPATH=$p/share/man systemd-analyze verify "$TMP/bad/stackpilot.service" 2>&1)
+	echo "$out" | grep -qi 'stackpilot.service.*restart' || fail "a bad unit is not reported: $out"
+	return 0
+}
+
+# iproute2 names our protocol from the installed file: in a private mount
+# namespace, /etc/iproute2 is a copy with it (the host's is untouched).
+t_rt_protos_name() {
+	local d=$TMP/root
+	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install"
+	mk_netns "sp-$ID-a"
+	ip -n "sp-$ID-a" link add d0 type veth peer name d1 && ip -n "sp-$ID-a" link set d0 up && ip -n "sp-$ID-a" link set d1 up &&
+		ip -n "sp-$ID-a" addr add 10.66.0.1/24 dev d0 || fail "veth"
+	ip -n "sp-$ID-a" route add 10.66.1.0/24 via 10.66.0.2 proto 0xa5 mtu 1400 || fail "route"
+	cp -a /etc/iproute2 "$TMP/iproute2" && cp "$d/etc/iproute2/rt_protos.d/stackpilot.conf" "$TMP/iproute2/rt_protos.d/" || fail "copy"
+	local out=$(unshare -m sh -c 'mount --bind "$1" /etc/iproute2 && ip -n "$2" route show 10.66.1.0/24' _ "$TMP/iproute2" "sp-$ID-a")
+	echo "$out"
+	[[ $out == *"proto stackpilot"* ]] || fail "route not shown as proto stackpilot: $out"
+}
