@@ -167,3 +167,123 @@ t_rt_protos_name() {
 	echo "$out"
 	[[ $out == *"proto stackpilot"* ]] || fail "route not shown as proto stackpilot: $out"
 }
+
+# The unit's CapabilityBoundingSet as setpriv's --bounding-set argument.
+unit_caps() {
+	sed -n 's/^CapabilityBoundingSet=//p' "$ROOT/dist/stackpilot.service.in" |
+		tr ' ' '\n' | sed 's/^CAP_//' | tr 'A-Z' 'a-z' | sed 's/^/+/' | paste -sd, -
+}
+
+# `run` as the unit runs it: root with only CAPS in its bounding set (so in
+# its permitted and effective sets), in namespace S of the black-hole
+# testbed, with the host's bpffs and cgroup mounts (nsenter --net only).
+cap_run() {
+	local caps=$1; shift
+	: >"$TMP/sp.err"
+	start_raw nsenter --net="/run/netns/$NS_S" setpriv --bounding-set "-all,$caps" --inh-caps -all -- \
+		"$SP" run --pin-path "$PIN" --interval 0 --cgroup "sp-test-$ID" "$@"
+}
+
+# Which capabilities `run` needs (the unit's comment records this):
+# with the unit's set every module attaches and pmtu searches, installs its
+# route and restores what it changed; without CAP_NET_RAW the search cannot
+# probe; without CAP_BPF, CAP_PERFMON or CAP_NET_ADMIN nothing starts;
+# CAP_SYS_ADMIN adds only BPF run-time stats.
+t_service_capabilities() {
+	source "$ROOT/tests/lib_pmtu.sh"
+	pmtu_topo 1400; make_cgroup
+	SP_NS=
+	local caps=$(unit_caps) c rc
+	assert_eq "$caps" "+bpf,+perfmon,+net_admin,+net_raw" "unit's bounding set"
+	cap_run "$caps" --modules all --iface s0 --mtu-probing 1
+	grep CapEff "/proc/$SP_PID/status"
+	assert_eq "$(sp_json '.modules | keys | sort | join(",")')" "fragguard,pmtu,rehash,tcpstats" "modules attached"
+	grep -q 'run-time stats unavailable' "$TMP/sp.err" || fail "expected the stats warning without CAP_SYS_ADMIN"
+	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	set -- $(xfer 10.30.2.2 1000000)
+	echo "first connection, unit's capabilities: $* ; $(cat "$TMP/sp.err")"
+	awk "BEGIN { exit !($1 < 2) }" || fail "first connection took $1 s"
+	ip -n "$NS_S" route show proto 0xa5 | grep -q '^10.30.2.2 .*mtu 1[34][0-9][0-9]' || fail "no route MTU installed"
+	sp_stop || fail "exit status"
+	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes left after exit"
+	assert_eq "$(ip netns exec "$NS_S" sysctl -n net.ipv4.tcp_mtu_probing)" 0 "tcp_mtu_probing restored"
+	# Without CAP_NET_RAW: attached, but the search cannot send a probe.
+	cap_run "+bpf,+perfmon,+net_admin" --modules pmtu
+	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	xfer 10.30.2.2 200000 "" 3 >/dev/null
+	for _ in $(seq 30); do grep -q 'cannot send a probe' "$TMP/sp.err" && break; sleep 0.1; done
+	sp_stop || fail "exit status"
+	cat "$TMP/sp.err"
+	grep -q 'cannot send a probe: Operation not permitted' "$TMP/sp.err" || fail "no probe failure logged without CAP_NET_RAW"
+	# Without any one of the other three: refused before anything attaches.
+	for c in bpf perfmon net_admin; do
+		nsenter --net="/run/netns/$NS_S" setpriv --bounding-set "-all,${caps//+$c,/}" --inh-caps -all -- \
+			"$SP" run --pin-path "$PIN" --interval 0 --cgroup "sp-test-$ID" --modules tcpstats >/dev/null 2>"$TMP/err.$c"
+		rc=$?
+		assert_eq $rc 1 "exit status without cap_$c"
+		assert_eq "$(cgroup_progs)" "" "programs attached without cap_$c"
+	done
+	# With CAP_SYS_ADMIN too, the one difference: run-time stats.
+	cap_run "$caps,+sys_admin" --modules tcpstats
+	sp_stop || fail "exit status"
+	grep -q 'run-time stats unavailable' "$TMP/sp.err" && fail "stats unavailable with CAP_SYS_ADMIN"
+	return 0
+}
+
+# A rendered man page as plain text, wide enough that no entry wraps.
+render() { MANWIDTH=250 man -l "$1" 2>&1 | col -b; }
+
+# One page per module and stackpilot(8); every tunable of every module in
+# its page with its range and default (from `get --help`, the loader's
+# table as `set` checks it), every option of `run` and every command in
+# stackpilot(8).
+t_man_pages() {
+	local d=$TMP/root man m n=0 key min max def o
+	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install"
+	man=$d/usr/local/share/man/man8
+	render "$man/stackpilot.8" >"$TMP/stackpilot.txt"
+	grep -q '^STACKPILOT(8)' "$TMP/stackpilot.txt" || fail "stackpilot(8) does not render: $(head -3 "$TMP/stackpilot.txt")"
+	for m in $("$SP" --help | awk '/^Modules:/ { f = 1; next } f && !NF { exit } f { print $1 }'); do
+		[ -f "$man/stackpilot-$m.8" ] || fail "no page for module $m"
+		render "$man/stackpilot-$m.8" >"$TMP/$m.txt"
+		grep -q "^STACKPILOT-${m^^}(8)" "$TMP/$m.txt" || fail "stackpilot-$m(8) does not render"
+		grep -q "stackpilot-$m(8)" "$TMP/stackpilot.txt" || fail "stackpilot(8) does not name stackpilot-$m(8)"
+	done
+	while read -r key min max def; do
+		m=${key%%.*}
+		grep -qF "$key ($min..$max, default $def)" "$TMP/$m.txt" || fail "$key [$min, $max] default $def not in stackpilot-$m(8)"
+		n=$((n + 1))
+	done < <("$SP" get --help | sed -n 's/^  \([a-z0-9_]*\.[a-z0-9_]*\) *\[\([0-9]*\), \([0-9]*\)\] default \([0-9]*\):.*/\1 \2 \3 \4/p')
+	assert_ge $n 25 "tunables checked"
+	for o in $("$SP" run --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
+		grep -q -- "$o" "$TMP/stackpilot.txt" || fail "run $o not in stackpilot(8)"
+	done
+	for o in run status get set tunables --version 'EXIT STATUS' 'LIFECYCLE PROMISES' /run/stackpilot; do
+		grep -q -- "$o" "$TMP/stackpilot.txt" || fail "'$o' not in stackpilot(8)"
+	done
+	echo "$n tunables found in their pages"
+}
+
+# The completion, sourced as bash-completion would, against this build.
+t_bash_completion() {
+	local d=$TMP/root
+	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install"
+	make_cgroup
+	PATH=$BUILD:$PATH
+	source "$d/usr/local/share/bash-completion/completions/stackpilot"
+	complete -p stackpilot | grep -q _stackpilot || fail "not registered"
+	comp() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=(); _stackpilot; echo "${COMPREPLY[*]}"; }
+	assert_eq "$(comp stackpilot s)" "status set" "commands"
+	assert_eq "$(comp stackpilot run --log)" "--log-level" "run option"
+	assert_eq "$(comp stackpilot run --mtu)" "--mtu-probing" "a module's run option"
+	assert_eq "$(comp stackpilot run --log-level w)" "warn" "log level"
+	assert_eq "$(comp stackpilot run --modules tcpstats,f)" "tcpstats,fragguard" "module list"
+	assert_eq "$(comp stackpilot run --cgroup "sp-test-$ID")" "sp-test-$ID" "cgroup relative to the mount"
+	assert_eq "$(comp stackpilot status --j)" "--json" "status option"
+	assert_eq "$(comp stackpilot set rehash.pr)" "rehash.prob=" "set key"
+	assert_eq "$(comp stackpilot get --pin-path /tmp fragguard.enf)" "fragguard.enforce" "get key after an option"
+	assert_eq "$(comp stackpilot tunables pm)" "pmtu" "module of tunables"
+	# Every key `get --help` knows is offered.
+	local all=$(comp stackpilot get "" | tr ' ' '\n' | sort)
+	assert_eq "$all" "$("$SP" get --help | sed -n 's/^  \([a-z0-9_]*\.[a-z0-9_]*\) .*/\1/p' | sort)" "all keys"
+}
