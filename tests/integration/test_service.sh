@@ -170,7 +170,7 @@ t_rt_protos_name() {
 
 # The unit's CapabilityBoundingSet as setpriv's --bounding-set argument.
 unit_caps() {
-	sed -n 's/^CapabilityBoundingSet=//p' "$ROOT/dist/stackpilot.service.in" |
+	sed -n 's/^CapabilityBoundingSet=//p' "${1:-$ROOT/dist/stackpilot.service.in}" |
 		tr ' ' '\n' | sed 's/^CAP_//' | tr 'A-Z' 'a-z' | sed 's/^/+/' | paste -sd, -
 }
 
@@ -286,4 +286,47 @@ t_bash_completion() {
 	# Every key `get --help` knows is offered.
 	local all=$(comp stackpilot get "" | tr ' ' '\n' | sort)
 	assert_eq "$all" "$("$SP" get --help | sed -n 's/^  \([a-z0-9_]*\.[a-z0-9_]*\) .*/\1/p' | sort)" "all keys"
+}
+
+# README's "Install as a service": at most five commands, each run here in
+# its DESTDIR form. systemctl works on the DESTDIR (--root); the start is
+# the installed unit's ExecStart as systemd would run it (its bounding
+# set, stderr the journal), on the test's cgroup and pins instead of the
+# host's root cgroup.
+t_readme_install() {
+	local d=$TMP/root line n=0 unit exec
+	sed -n '/tested by tests\/integration\/test_service.sh:t_readme_install/,/^```$/p' "$ROOT/README.md" |
+		sed '1,2d;$d' | sed 's/ *#.*//' >"$TMP/cmds"
+	n=$(wc -l <"$TMP/cmds")
+	[ "$n" -ge 1 ] && [ "$n" -le 5 ] || fail "README install section has $n commands"
+	make_cgroup
+	while read -r line; do
+		echo "README: $line"
+		case $line in
+		"make install PREFIX=/usr/local")
+			make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "$line" ;;
+		"systemctl enable --now stackpilot")
+			unit=$d/usr/local/lib/systemd/system/stackpilot.service
+			systemctl --root="$d" enable stackpilot 2>/dev/null || fail "systemctl --root enable"
+			[ "$(readlink "$d/etc/systemd/system/multi-user.target.wants/stackpilot.service")" = \
+			  /usr/local/lib/systemd/system/stackpilot.service ] || fail "not enabled"
+			exec=$(sed -n 's/^ExecStart=//p' "$unit")
+			start_raw env "$(journal_env "$TMP/sp.err")" setpriv --bounding-set "-all,$(unit_caps "$unit")" --inh-caps -all -- \
+				$d$exec --cgroup "sp-test-$ID" --pin-path "$PIN"
+			grep -q '^<4>stackpilot: warning: ' "$TMP/sp.err" || fail "no warning with its priority: $(cat "$TMP/sp.err")"
+			grep -v '^<[3467]>' "$TMP/sp.err" && fail "a log line without its priority"
+			;;
+		"stackpilot status")
+			"$d/usr/local/sbin/stackpilot" status --pin-path "$PIN" >"$TMP/status" || fail "status"
+			grep -q "sp-test-$ID" "$TMP/status" || fail "status does not show the cgroup: $(cat "$TMP/status")"
+			grep -q '^ *tcpstats' "$TMP/status" || fail "status does not show tcpstats: $(cat "$TMP/status")" ;;
+		"man stackpilot")
+			MANWIDTH=100 man -M "$d/usr/local/share/man" stackpilot 2>&1 | col -b | grep -q '^STACKPILOT(8)' ||
+				fail "man stackpilot" ;;
+		*) fail "README command not run by this test: '$line'" ;;
+		esac
+	done <"$TMP/cmds"
+	[ -n "$SP_PID" ] || fail "the service was never started"
+	sp_stop || fail "exit status of the service"
+	grep -q '^stackpilot: detached' "$TMP/sp.out" || fail "not detached: $(cat "$TMP/sp.out")"
 }
