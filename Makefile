@@ -66,7 +66,7 @@ FORCE:
 # Keep the objects and skeletons between builds.
 .SECONDARY: $(BPF_OBJS) $(SKELS)
 
-.PHONY: all deps check test bench run clean man install uninstall
+.PHONY: all deps check test bench run clean man install uninstall FORCE
 all: $(OUTPUT)/stackpilot $(OUTPUT)/test_unit $(OUTPUT)/test_fragguard $(OUTPUT)/tcptool $(OUTPUT)/fragflood $(OUTPUT)/fragdiff $(OUTPUT)/fgcost
 
 deps:

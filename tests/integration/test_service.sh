@@ -308,8 +308,8 @@ t_readme_install() {
 	while read -r line; do
 		echo "README: $line"
 		case $line in
-		"make install PREFIX=/usr/local")
-			make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "$line" ;;
+		"make deps install PREFIX=/usr/local")
+			make -s -C "$ROOT" deps install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "$line" ;;
 		"systemctl enable --now stackpilot")
 			unit=$d/usr/local/lib/systemd/system/stackpilot.service
 			systemctl --root="$d" enable stackpilot 2>/dev/null || fail "systemctl --root enable"
