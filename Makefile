@@ -51,10 +51,22 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
+# `stackpilot --version`: `git describe` of the source tree at build time,
+# or VERSION (a tarball has no .git; `make STACKPILOT_VERSION=...` overrides both).
+# The header is rewritten only when the string changes, so an unchanged
+# tree does not relink.
+VERSION_FALLBACK := $(shell cat VERSION 2>/dev/null)
+STACKPILOT_VERSION ?= $(shell test -e .git && git describe --tags --always --dirty 2>/dev/null || echo '$(VERSION_FALLBACK)')
+$(OUTPUT)/version.h: FORCE | $(OUTPUT)
+	$(Q)printf '#define SP_VERSION "%s"\n' '$(STACKPILOT_VERSION)' > $@.tmp; \
+	cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+$(OUTPUT)/main.o: $(OUTPUT)/version.h
+FORCE:
+
 # Keep the objects and skeletons between builds.
 .SECONDARY: $(BPF_OBJS) $(SKELS)
 
-.PHONY: all deps check test bench run clean
+.PHONY: all deps check test bench run clean man install uninstall FORCE
 all: $(OUTPUT)/stackpilot $(OUTPUT)/test_unit $(OUTPUT)/test_fragguard $(OUTPUT)/tcptool $(OUTPUT)/fragflood $(OUTPUT)/fragdiff $(OUTPUT)/fgcost
 
 deps:
@@ -121,6 +133,49 @@ RUN_CGROUP := $(if $(findstring --cgroup,$(ARGS))$(findstring --modules,$(ARGS))
 run: deps
 	$(Q)$(MAKE) -s --no-print-directory all
 	$(Q)$(OUTPUT)/stackpilot run $(RUN_CGROUP) $(ARGS)
+
+# Man pages: one reStructuredText source each (docs/), rendered by rst2man
+# (python3-docutils). A module page's @TUNABLES@ line is replaced by what
+# the loader itself says (`stackpilot tunables --rst MODULE`), so the page's
+# ranges and defaults are the code's.
+RST2MAN   ?= rst2man
+MAN_SRCS  := $(wildcard docs/*.rst)
+MAN_PAGES := $(patsubst docs/%.rst,$(OUTPUT)/man/%.8,$(MAN_SRCS))
+man: $(MAN_PAGES)
+
+$(OUTPUT)/man/%.8: docs/%.rst $(OUTPUT)/stackpilot
+	$(call msg,MAN,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)mod=$*; mod=$${mod#stackpilot}; mod=$${mod#-}; \
+	if [ -n "$$mod" ]; then $(OUTPUT)/stackpilot tunables --rst $$mod > $@.tun || exit 1; else : > $@.tun; fi; \
+	awk -v t=$@.tun '/^@TUNABLES@$$/ { while ((getline l < t) > 0) print l; next } { print }' $< > $@.rst && \
+	$(RST2MAN) --halt=warning --no-generator --no-datestamp $@.rst > $@.tmp && mv $@.tmp $@ && rm -f $@.rst $@.tun
+
+# `make install PREFIX=/usr/local DESTDIR=...`: the binary, the unit (with
+# this PREFIX's path in ExecStart), the route protocol name, man pages and
+# bash completion. systemd reads units from /usr/local/lib/systemd/system
+# too; iproute2's configuration stays in /etc whatever the PREFIX.
+PREFIX      ?= /usr/local
+SBINDIR     ?= $(PREFIX)/sbin
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+MANDIR      ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+SYSCONFDIR  ?= /etc
+install: $(OUTPUT)/stackpilot $(MAN_PAGES)
+	$(call msg,INSTALL,$(DESTDIR)$(PREFIX))
+	$(Q)install -D -m 0755 $(OUTPUT)/stackpilot $(DESTDIR)$(SBINDIR)/stackpilot
+	$(Q)install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man8
+	$(Q)sed 's|@SBINDIR@|$(SBINDIR)|g' dist/stackpilot.service.in > $(DESTDIR)$(UNITDIR)/stackpilot.service
+	$(Q)chmod 0644 $(DESTDIR)$(UNITDIR)/stackpilot.service
+	$(Q)install -D -m 0644 dist/rt_protos.conf $(DESTDIR)$(SYSCONFDIR)/iproute2/rt_protos.d/stackpilot.conf
+	$(Q)install -m 0644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man8/
+	$(Q)install -D -m 0644 dist/stackpilot.bash $(DESTDIR)$(BASHCOMPDIR)/stackpilot
+
+uninstall:
+	$(Q)rm -f $(DESTDIR)$(SBINDIR)/stackpilot $(DESTDIR)$(UNITDIR)/stackpilot.service \
+		$(DESTDIR)$(SYSCONFDIR)/iproute2/rt_protos.d/stackpilot.conf \
+		$(patsubst docs/%.rst,$(DESTDIR)$(MANDIR)/man8/%.8,$(MAN_SRCS)) \
+		$(DESTDIR)$(BASHCOMPDIR)/stackpilot
 
 clean:
 	$(call msg,CLEAN)

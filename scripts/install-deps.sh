@@ -3,7 +3,8 @@
 # any is missing. Non-interactive; Debian's archive is the only source.
 set -e
 pkgs="make clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libmnl-dev pkg-config gcc
-      iproute2 iperf3 nftables iptables iputils-ping procps kmod bc jq util-linux gnuplot-nox"
+      iproute2 iperf3 nftables iptables iputils-ping procps kmod bc jq util-linux
+      python3-docutils groff-base systemd gnuplot-nox"
 missing=
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

@@ -21,6 +21,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "sp.h"
+#include "log.h"
 #include "loop.h"
 #include "state.h"
 
@@ -93,7 +94,9 @@ static void usage_run(FILE *out)
 "                     at most %d)\n"
 "  --pin-path DIR     pin folder on a bpf filesystem (default %s)\n"
 "  --btf FILE         kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
-"  --interval SEC     print status every SEC seconds; 0 = never (default 2)\n",
+"  --interval SEC     print status every SEC seconds; 0 = never (default 2;\n"
+"                     0 when stderr is the journal)\n"
+"  --log-level LEVEL  error, warn, info (default) or debug\n",
 		SP_MAX_IFACES, SP_PIN_DEFAULT);
 	for (int i = 0; i < nr_run_opts; i++) {
 		char left[64];
@@ -166,8 +169,9 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 		{ "interval", required_argument, NULL, 'n' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "log-level", required_argument, NULL, 'l' },
 	};
-	int opt, n = 8, rc;
+	int opt, n = 9, rc;
 
 	for (int i = 0; i < nr_run_opts; i++)
 		opts[n++] = (struct option){ run_opts[i]->name, required_argument, NULL, 256 + i };
@@ -196,6 +200,7 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 			snprintf(run->ifname[run->nr_ifaces++], sizeof(run->ifname[0]), "%s", optarg);
 			break;
 		case 'v': a->verbose = true; break;
+		case 'l': if (sp_log_set_level(optarg)) return 2; break;
 		case 'h': usage_run(stdout); return 0;
 		default:
 			if (opt < 256 || opt >= 256 + nr_run_opts) {
@@ -345,7 +350,8 @@ out:
 int cmd_run(int argc, char **argv)
 {
 	struct sp_run run = { .cgroup_fd = -1 };
-	struct run_args a = { .modules = "all", .interval = 2 };
+	/* Under systemd a status dump every 2 s would flood the journal. */
+	struct run_args a = { .modules = "all", .interval = sp_log_journal() ? 0 : 2 };
 	int lock_fd = -1, stats_fd = -1, rc;
 
 	sp_run_block_signals();

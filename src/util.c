@@ -16,17 +16,16 @@
 #include <bpf/libbpf.h>
 #include <bpf/btf.h>
 #include "sp.h"
+#include "log.h"
 
 /* Every user-facing error is one line on stderr; callers return its -1. */
 int sp_err(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("stackpilot: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	sp_log_verr(fmt, ap);	/* with its <3> priority under journald */
 	va_end(ap);
-	fputc('\n', stderr);
 	return -1;
 }
 

@@ -1,0 +1,337 @@
+# SPDX-License-Identifier: GPL-2.0
+# stackpilot as a host service (issue 12): version, journal logging,
+# `make install` into a DESTDIR, the unit, capabilities, man pages, bash
+# completion, README's install section. Nothing here touches the host's
+# /etc, /usr, systemd or sysctls: installs go to $TMP, networks to the
+# test's namespaces.
+
+# stderr of what follows is "the journal": JOURNAL_STREAM names its file.
+journal_env() { : >"$1"; echo "JOURNAL_STREAM=$(stat -c '%d:%i' "$1")"; }
+
+# `run` in the background as sp_start does, but with our options only
+# (sp_start always passes --interval 0).
+start_raw() {
+	"$@" >"$TMP/sp.out" 2>>"$TMP/sp.err" &
+	SP_PID=$!
+	for _ in $(seq 100); do
+		grep -q '^stackpilot: attached' "$TMP/sp.out" 2>/dev/null && return 0
+		kill -0 "$SP_PID" 2>/dev/null || { cat "$TMP/sp.err" >&2; SP_PID=; fail "stackpilot run exited"; }
+		sleep 0.1
+	done
+	fail "stackpilot run did not attach in 10 s"
+}
+
+t_version() {
+	local v=$("$SP" --version) rc
+	[[ $v =~ ^stackpilot\ [^\ ]+$ ]] || fail "--version: '$v'"
+	assert_eq "$("$SP" -V)" "$v" "-V"
+	# From git: describe's form (TAG-N-gHASH, or HASH without tags, then
+	# -dirty), naming a commit of this repository. Not compared with HEAD:
+	# the build may be older than the last commit.
+	if [ -e "$ROOT/.git" ]; then
+		local h=${v#stackpilot }
+		h=${h%-dirty}
+		[[ $h == *-g* ]] && h=${h##*-g}	# else a tag, or a hash alone
+		git -C "$ROOT" cat-file -e "$h^{commit}" || fail "--version names no commit: '$v'"
+	fi
+	# A tree without .git (a tarball) falls back to VERSION.
+	mkdir "$TMP/src" && cp "$ROOT/Makefile" "$ROOT/VERSION" "$TMP/src/" || fail "copy"
+	make -s -C "$TMP/src" OUTPUT=b b/version.h >/dev/null || fail "make version.h"
+	assert_eq "$(cat "$TMP/src/b/version.h")" "#define SP_VERSION \"$(cat "$ROOT/VERSION")\"" "version.h without git"
+	"$SP" --version --bogus >/dev/null; rc=$?
+	assert_eq $rc 0 "--version ignores what follows"
+}
+
+# Under journald each line carries its syslog priority: <3> error, <4>
+# warning, <6> info, <7> debug; with stderr elsewhere, none.
+t_log_journal_priorities() {
+	local err=$TMP/sp.err out
+	# An error, with stderr the journal and with it not.
+	env "$(journal_env "$err")" "$SP" run --pin-path "$PIN" --cgroup "sp-test-$ID-none" 2>>"$err" >/dev/null
+	grep -q '^<3>stackpilot: .*sp-test-'"$ID"'-none' "$err" || fail "no <3> error line: $(cat "$err")"
+	out=$(env "$(journal_env "$TMP/other")" "$SP" run --pin-path "$PIN" --cgroup "sp-test-$ID-none" 2>&1 >/dev/null)
+	[[ $out == stackpilot:* ]] || fail "prefix though stderr is not the journal: $out"
+	out=$(STACKPILOT_LOG_PRIORITIES=1 "$SP" get --pin-path "$PIN" 2>&1 >/dev/null)
+	[[ $out == '<3>stackpilot: '* ]] || fail "STACKPILOT_LOG_PRIORITIES=1: $out"
+	# Warning, info and debug from a run: an interface gone and back, a signal.
+	source "$ROOT/tests/lib_frag.sh"
+	frag_topo 1
+	export "$(journal_env "$err")"
+	sp_start --modules fragguard --iface rp1 --log-level debug
+	ip -n "$NS_R" link del rp1 || fail "link del"
+	veth "$NS_R" rp1 "sp-$ID-p1" pr1
+	for _ in $(seq 30); do grep -q 'rp1 is back' "$err" && break; sleep 0.1; done
+	sp_stop || fail "exit status"
+	unset JOURNAL_STREAM
+	cat "$err"
+	grep -q '^<4>stackpilot: warning: interface rp1 (index [0-9]*) is gone' "$err" || fail "no <4> line"
+	grep -q '^<6>stackpilot: interface rp1 is back' "$err" || fail "no <6> line"
+	grep -q '^<7>stackpilot: debug: signal 15' "$err" || fail "no <7> line"
+	grep -v '^<[3467]>' "$err" && fail "a line without a priority"
+	return 0
+}
+
+# --log-level LEVEL shows that level and the more severe ones only.
+t_log_level_filter() {
+	local l n err=$TMP/sp.err
+	source "$ROOT/tests/lib_frag.sh"
+	frag_topo 1
+	"$SP" run --log-level loud --cgroup / >/dev/null 2>&1; assert_eq $? 2 "--log-level loud"
+	for l in error warn info debug; do
+		: >"$err"
+		STACKPILOT_LOG_PRIORITIES=1 sp_start --modules fragguard --iface rp1 --log-level $l
+		ip -n "$NS_R" link del rp1 || fail "link del"
+		for _ in $(seq 30); do grep -q 'rp1.*is gone' "$err" && break; sleep 0.1; done
+		veth "$NS_R" rp1 "sp-$ID-p1" pr1
+		for _ in $(seq 30); do grep -q 'rp1 is back' "$err" && break; sleep 0.1; done
+		[ $l = error ] && sleep 1
+		sp_stop || fail "exit status at $l"
+		n=$(grep -c '^<4>' "$err"); [ $l = error ] && { assert_eq "$n" 0 "warnings at $l"; true; } || assert_ge "$n" 1 "warnings at $l"
+		n=$(grep -c '^<6>' "$err"); case $l in error|warn) assert_eq "$n" 0 "info at $l" ;; *) assert_ge "$n" 1 "info at $l" ;; esac
+		n=$(grep -c '^<7>' "$err"); [ $l = debug ] && assert_ge "$n" 1 "debug at $l" || assert_eq "$n" 0 "debug at $l"
+	done
+	# The environment sets the default level too.
+	: >"$err"
+	STACKPILOT_LOG_LEVEL=debug STACKPILOT_LOG_PRIORITIES=1 sp_start --modules fragguard --iface rp1
+	sp_stop || fail "exit status"
+	grep -q '^<7>stackpilot: debug: signal' "$err" || fail "STACKPILOT_LOG_LEVEL=debug: $(cat "$err")"
+}
+
+# Under journald no status every 2 s, unless --interval asks for it;
+# elsewhere the default dump is there.
+t_journal_no_status_dump() {
+	make_cgroup
+	start_raw env "$(journal_env "$TMP/sp.err")" "$SP" run --pin-path "$PIN" --modules tcpstats --cgroup "$CG"
+	sleep 2.5
+	sp_stop || fail "exit status"
+	assert_eq "$(grep -c tcpstats "$TMP/sp.out")" 1 "status dumps under the journal (only the attached line expected)"
+	start_raw env "$(journal_env "$TMP/sp.err")" "$SP" run --pin-path "$PIN" --modules tcpstats --cgroup "$CG" --interval 1
+	sleep 2.5
+	sp_stop || fail "exit status"
+	assert_ge "$(grep -c tcpstats "$TMP/sp.out")" 2 "status dumps with --interval 1 under the journal"
+	start_raw "$SP" run --pin-path "$PIN" --modules tcpstats --cgroup "$CG"
+	sleep 2.5
+	sp_stop || fail "exit status"
+	assert_ge "$(grep -c tcpstats "$TMP/sp.out")" 2 "status dumps by default outside the journal"
+}
+
+# Install into a DESTDIR: exactly these files, the unit's ExecStart at the
+# PREFIX, the binary the build's.
+t_install_tree() {
+	local d=$TMP/root
+	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install"
+	(cd "$d" && find . -type f -printf '%m %p\n' | sort) >"$TMP/tree"
+	cat >"$TMP/want" <<-'END'
+	644 ./etc/iproute2/rt_protos.d/stackpilot.conf
+	644 ./usr/local/lib/systemd/system/stackpilot.service
+	644 ./usr/local/share/bash-completion/completions/stackpilot
+	644 ./usr/local/share/man/man8/stackpilot-fragguard.8
+	644 ./usr/local/share/man/man8/stackpilot-pmtu.8
+	644 ./usr/local/share/man/man8/stackpilot-rehash.8
+	644 ./usr/local/share/man/man8/stackpilot-tcpstats.8
+	644 ./usr/local/share/man/man8/stackpilot.8
+	755 ./usr/local/sbin/stackpilot
+	END
+	diff "$TMP/want" "$TMP/tree" || fail "installed tree differs"
+	assert_eq "$("$d/usr/local/sbin/stackpilot" --version)" "$("$ROOT/build/stackpilot" --version)" "installed --version"
+	grep -qx 'ExecStart=/usr/local/sbin/stackpilot run --cgroup /' "$d/usr/local/lib/systemd/system/stackpilot.service" ||
+		fail "ExecStart: $(grep ExecStart= "$d/usr/local/lib/systemd/system/stackpilot.service")"
+	# The number pmtu marks its routes with is the one named.
+	local n=$(printf '%d' "$(sed -n 's/^#define RTPROT_STACKPILOT[[:space:]]*\(0x[0-9a-f]*\).*/\1/p' "$ROOT/src/pmtu.h")")
+	assert_eq "$(grep -v '^#' "$d/etc/iproute2/rt_protos.d/stackpilot.conf" | tr -s '\t ' ' ')" "$n stackpilot" "rt_protos.d entry"
+	make -s -C "$ROOT" uninstall PREFIX=/usr/local DESTDIR="$d" || fail "make uninstall"
+	assert_eq "$(find "$d" -type f)" "" "files left by uninstall"
+}
+
+# systemd-analyze verify finds nothing wrong with the unit, and would: a
+# copy with a bad value is reported. Installed without DESTDIR under $TMP
+# so ExecStart's binary and the Documentation= page exist where named.
+t_unit_verifies() {
+	local p=$TMP/p/usr/local out
+	make -s -C "$ROOT" install PREFIX="$p" SYSCONFDIR="$TMP/p/etc" >/dev/null || fail "make install"
+	out=$(MANPATH=$p/share/man systemd-analyze verify "$p/lib/systemd/system/stackpilot.service" 2>&1)
+	echo "$out"
+	echo "$out" | grep -i 'stackpilot' && fail "systemd-analyze verify complains about the unit"
+	mkdir "$TMP/bad" && sed 's/^Restart=.*/Restart=sometimes/' "$p/lib/systemd/system/stackpilot.service" >"$TMP/bad/stackpilot.service"
+	out=$(MANPATH=$p/share/man systemd-analyze verify "$TMP/bad/stackpilot.service" 2>&1)
+	echo "$out" | grep -qi 'stackpilot.service.*restart' || fail "a bad unit is not reported: $out"
+	return 0
+}
+
+# iproute2 names our protocol from the installed file: in a private mount
+# namespace, /etc/iproute2 is a copy with it (the host's is untouched).
+t_rt_protos_name() {
+	local d=$TMP/root
+	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install"
+	mk_netns "sp-$ID-a"
+	ip -n "sp-$ID-a" link add d0 type veth peer name d1 && ip -n "sp-$ID-a" link set d0 up && ip -n "sp-$ID-a" link set d1 up &&
+		ip -n "sp-$ID-a" addr add 10.66.0.1/24 dev d0 || fail "veth"
+	ip -n "sp-$ID-a" route add 10.66.1.0/24 via 10.66.0.2 proto 0xa5 mtu 1400 || fail "route"
+	cp -a /etc/iproute2 "$TMP/iproute2" && cp "$d/etc/iproute2/rt_protos.d/stackpilot.conf" "$TMP/iproute2/rt_protos.d/" || fail "copy"
+	local out=$(unshare -m sh -c 'mount --bind "$1" /etc/iproute2 && ip -n "$2" route show 10.66.1.0/24' _ "$TMP/iproute2" "sp-$ID-a")
+	echo "$out"
+	[[ $out == *"proto stackpilot"* ]] || fail "route not shown as proto stackpilot: $out"
+}
+
+# The unit's CapabilityBoundingSet as setpriv's --bounding-set argument.
+unit_caps() {
+	sed -n 's/^CapabilityBoundingSet=//p' "${1:-$ROOT/dist/stackpilot.service.in}" |
+		tr ' ' '\n' | sed 's/^CAP_//' | tr 'A-Z' 'a-z' | sed 's/^/+/' | paste -sd, -
+}
+
+# `run` as the unit runs it: root with only CAPS in its bounding set (so in
+# its permitted and effective sets), in namespace S of the black-hole
+# testbed, with the host's bpffs and cgroup mounts (nsenter --net only).
+cap_run() {
+	local caps=$1; shift
+	: >"$TMP/sp.err"
+	start_raw nsenter --net="/run/netns/$NS_S" setpriv --bounding-set "-all,$caps" --inh-caps -all -- \
+		"$SP" run --pin-path "$PIN" --interval 0 --cgroup "sp-test-$ID" "$@"
+}
+
+# Which capabilities `run` needs (the unit's comment records this):
+# with the unit's set every module attaches and pmtu searches, installs its
+# route and restores what it changed; without CAP_NET_RAW the search cannot
+# probe; without CAP_BPF, CAP_PERFMON or CAP_NET_ADMIN nothing starts;
+# CAP_SYS_ADMIN adds only BPF run-time stats.
+t_service_capabilities() {
+	source "$ROOT/tests/lib_pmtu.sh"
+	pmtu_topo 1400; make_cgroup
+	SP_NS=
+	local caps=$(unit_caps) c rc
+	assert_eq "$caps" "+bpf,+perfmon,+net_admin,+net_raw" "unit's bounding set"
+	cap_run "$caps" --modules all --iface s0 --mtu-probing 1
+	grep CapEff "/proc/$SP_PID/status"
+	assert_eq "$(sp_json '.modules | keys | sort | join(",")')" "fragguard,pmtu,rehash,tcpstats" "modules attached"
+	grep -q 'run-time stats unavailable' "$TMP/sp.err" || fail "expected the stats warning without CAP_SYS_ADMIN"
+	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	set -- $(xfer 10.30.2.2 1000000)
+	echo "first connection, unit's capabilities: $* ; $(cat "$TMP/sp.err")"
+	awk "BEGIN { exit !($1 < 2) }" || fail "first connection took $1 s"
+	ip -n "$NS_S" route show proto 0xa5 | grep -q '^10.30.2.2 .*mtu 1[34][0-9][0-9]' || fail "no route MTU installed"
+	sp_stop || fail "exit status"
+	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes left after exit"
+	assert_eq "$(ip netns exec "$NS_S" sysctl -n net.ipv4.tcp_mtu_probing)" 0 "tcp_mtu_probing restored"
+	# Without CAP_NET_RAW: attached, but the search cannot send a probe.
+	cap_run "+bpf,+perfmon,+net_admin" --modules pmtu
+	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	xfer 10.30.2.2 200000 "" 3 >/dev/null
+	for _ in $(seq 30); do grep -q 'cannot send a probe' "$TMP/sp.err" && break; sleep 0.1; done
+	sp_stop || fail "exit status"
+	cat "$TMP/sp.err"
+	grep -q 'cannot send a probe: Operation not permitted' "$TMP/sp.err" || fail "no probe failure logged without CAP_NET_RAW"
+	# Without any one of the other three: refused before anything attaches.
+	for c in bpf perfmon net_admin; do
+		nsenter --net="/run/netns/$NS_S" setpriv --bounding-set "-all,${caps//+$c,/}" --inh-caps -all -- \
+			"$SP" run --pin-path "$PIN" --interval 0 --cgroup "sp-test-$ID" --modules tcpstats >/dev/null 2>"$TMP/err.$c"
+		rc=$?
+		assert_eq $rc 1 "exit status without cap_$c"
+		assert_eq "$(cgroup_progs)" "" "programs attached without cap_$c"
+	done
+	# With CAP_SYS_ADMIN too, the one difference: run-time stats.
+	cap_run "$caps,+sys_admin" --modules tcpstats
+	sp_stop || fail "exit status"
+	grep -q 'run-time stats unavailable' "$TMP/sp.err" && fail "stats unavailable with CAP_SYS_ADMIN"
+	return 0
+}
+
+# A rendered man page as plain text, wide enough that no entry wraps.
+render() { MANWIDTH=250 man -l "$1" 2>&1 | col -b; }
+
+# One page per module and stackpilot(8); every tunable of every module in
+# its page with its range and default (from `get --help`, the loader's
+# table as `set` checks it), every option of `run` and every command in
+# stackpilot(8).
+t_man_pages() {
+	local d=$TMP/root man m n=0 key min max def o
+	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install"
+	man=$d/usr/local/share/man/man8
+	render "$man/stackpilot.8" >"$TMP/stackpilot.txt"
+	grep -q '^STACKPILOT(8)' "$TMP/stackpilot.txt" || fail "stackpilot(8) does not render: $(head -3 "$TMP/stackpilot.txt")"
+	for m in $("$SP" --help | awk '/^Modules:/ { f = 1; next } f && !NF { exit } f { print $1 }'); do
+		[ -f "$man/stackpilot-$m.8" ] || fail "no page for module $m"
+		render "$man/stackpilot-$m.8" >"$TMP/$m.txt"
+		grep -q "^STACKPILOT-${m^^}(8)" "$TMP/$m.txt" || fail "stackpilot-$m(8) does not render"
+		grep -q "stackpilot-$m(8)" "$TMP/stackpilot.txt" || fail "stackpilot(8) does not name stackpilot-$m(8)"
+	done
+	while read -r key min max def; do
+		m=${key%%.*}
+		grep -qF "$key ($min..$max, default $def)" "$TMP/$m.txt" || fail "$key [$min, $max] default $def not in stackpilot-$m(8)"
+		n=$((n + 1))
+	done < <("$SP" get --help | sed -n 's/^  \([a-z0-9_]*\.[a-z0-9_]*\) *\[\([0-9]*\), \([0-9]*\)\] default \([0-9]*\):.*/\1 \2 \3 \4/p')
+	assert_ge $n 25 "tunables checked"
+	for o in $("$SP" run --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
+		grep -q -- "$o" "$TMP/stackpilot.txt" || fail "run $o not in stackpilot(8)"
+	done
+	for o in run status get set tunables --version 'EXIT STATUS' 'LIFECYCLE PROMISES' /run/stackpilot; do
+		grep -q -- "$o" "$TMP/stackpilot.txt" || fail "'$o' not in stackpilot(8)"
+	done
+	echo "$n tunables found in their pages"
+}
+
+# The completion, sourced as bash-completion would, against this build.
+t_bash_completion() {
+	local d=$TMP/root
+	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install"
+	make_cgroup
+	PATH=$BUILD:$PATH
+	source "$d/usr/local/share/bash-completion/completions/stackpilot"
+	complete -p stackpilot | grep -q _stackpilot || fail "not registered"
+	comp() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=(); _stackpilot; echo "${COMPREPLY[*]}"; }
+	assert_eq "$(comp stackpilot s)" "status set" "commands"
+	assert_eq "$(comp stackpilot run --log)" "--log-level" "run option"
+	assert_eq "$(comp stackpilot run --mtu)" "--mtu-probing" "a module's run option"
+	assert_eq "$(comp stackpilot run --log-level w)" "warn" "log level"
+	assert_eq "$(comp stackpilot run --modules tcpstats,f)" "tcpstats,fragguard" "module list"
+	assert_eq "$(comp stackpilot run --cgroup "sp-test-$ID")" "sp-test-$ID" "cgroup relative to the mount"
+	assert_eq "$(comp stackpilot status --j)" "--json" "status option"
+	assert_eq "$(comp stackpilot set rehash.pr)" "rehash.prob=" "set key"
+	assert_eq "$(comp stackpilot get --pin-path /tmp fragguard.enf)" "fragguard.enforce" "get key after an option"
+	assert_eq "$(comp stackpilot tunables pm)" "pmtu" "module of tunables"
+	# Every key `get --help` knows is offered.
+	local all=$(comp stackpilot get "" | tr ' ' '\n' | sort)
+	assert_eq "$all" "$("$SP" get --help | sed -n 's/^  \([a-z0-9_]*\.[a-z0-9_]*\) .*/\1/p' | sort)" "all keys"
+}
+
+# README's "Install as a service": at most five commands, each run here in
+# its DESTDIR form. systemctl works on the DESTDIR (--root); the start is
+# the installed unit's ExecStart as systemd would run it (its bounding
+# set, stderr the journal), on the test's cgroup and pins instead of the
+# host's root cgroup.
+t_readme_install() {
+	local d=$TMP/root line n=0 unit exec
+	sed -n '/tested by tests\/integration\/test_service.sh:t_readme_install/,/^```$/p' "$ROOT/README.md" |
+		sed '1,2d;$d' | sed 's/ *#.*//' >"$TMP/cmds"
+	n=$(wc -l <"$TMP/cmds")
+	[ "$n" -ge 1 ] && [ "$n" -le 5 ] || fail "README install section has $n commands"
+	make_cgroup
+	while read -r line; do
+		echo "README: $line"
+		case $line in
+		"make deps install PREFIX=/usr/local")
+			make -s -C "$ROOT" deps install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "$line" ;;
+		"systemctl enable --now stackpilot")
+			unit=$d/usr/local/lib/systemd/system/stackpilot.service
+			systemctl --root="$d" enable stackpilot 2>/dev/null || fail "systemctl --root enable"
+			[ "$(readlink "$d/etc/systemd/system/multi-user.target.wants/stackpilot.service")" = \
+			  /usr/local/lib/systemd/system/stackpilot.service ] || fail "not enabled"
+			exec=$(sed -n 's/^ExecStart=//p' "$unit")
+			start_raw env "$(journal_env "$TMP/sp.err")" setpriv --bounding-set "-all,$(unit_caps "$unit")" --inh-caps -all -- \
+				$d$exec --cgroup "sp-test-$ID" --pin-path "$PIN"
+			grep -q '^<4>stackpilot: warning: ' "$TMP/sp.err" || fail "no warning with its priority: $(cat "$TMP/sp.err")"
+			grep -v '^<[3467]>' "$TMP/sp.err" && fail "a log line without its priority"
+			;;
+		"stackpilot status")
+			"$d/usr/local/sbin/stackpilot" status --pin-path "$PIN" >"$TMP/status" || fail "status"
+			grep -q "sp-test-$ID" "$TMP/status" || fail "status does not show the cgroup: $(cat "$TMP/status")"
+			grep -q '^ *tcpstats' "$TMP/status" || fail "status does not show tcpstats: $(cat "$TMP/status")" ;;
+		"man stackpilot")
+			MANWIDTH=100 man -M "$d/usr/local/share/man" stackpilot 2>&1 | col -b | grep -q '^STACKPILOT(8)' ||
+				fail "man stackpilot" ;;
+		*) fail "README command not run by this test: '$line'" ;;
+		esac
+	done <"$TMP/cmds"
+	[ -n "$SP_PID" ] || fail "the service was never started"
+	sp_stop || fail "exit status of the service"
+	grep -q '^stackpilot: detached' "$TMP/sp.out" || fail "not detached: $(cat "$TMP/sp.out")"
+}
