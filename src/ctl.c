@@ -12,13 +12,17 @@
 #include <bpf/libbpf.h>
 #include "sp.h"
 
-/* Shared option parsing: --pin-path and (status only) --json. */
+/* status --prometheus; parse_common() sets it. */
+static bool want_prom;
+
+/* Shared option parsing: --pin-path and (status only) --json, --prometheus. */
 static int parse_common(int argc, char **argv, char *pin_dir, size_t len,
 			bool *json, void (*usage)(FILE *))
 {
 	static const struct option opts[] = {
 		{ "pin-path", required_argument, NULL, 'p' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "prometheus", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -38,6 +42,11 @@ static int parse_common(int argc, char **argv, char *pin_dir, size_t len,
 				return sp_fail(2, "--json is only for status");
 			*json = true;
 			break;
+		case 'P':
+			if (!json)
+				return sp_fail(2, "--prometheus is only for status");
+			want_prom = true;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -45,7 +54,7 @@ static int parse_common(int argc, char **argv, char *pin_dir, size_t len,
 	return -1;	/* go on */
 }
 
-static int read_meta(const char *pin_dir, struct sp_meta *meta)
+int sp_status_read_meta(const char *pin_dir, struct sp_meta *meta)
 {
 	__u32 zero = 0;
 	int fd = sp_open_pinned(pin_dir, "meta"), err;
@@ -69,7 +78,7 @@ static const struct sp_field prog_cols[] = {
 };
 
 /* The attached programs' kernel stats, as a table of rep. */
-static void report_progs(const struct sp_meta *meta, struct sp_report *rep)
+void sp_status_progs(const struct sp_meta *meta, struct sp_report *rep)
 {
 	struct sp_table *t = sp_table_add(rep, "programs", "attached BPF programs",
 					  prog_cols, sizeof(prog_cols) / sizeof(prog_cols[0]));
@@ -100,7 +109,7 @@ static void report_progs(const struct sp_meta *meta, struct sp_report *rep)
  * A module's records: its tunables first (group "cfg"; false when its
  * config pin is missing), then what its report() adds.
  */
-static bool module_report(const char *pin_dir, const struct sp_module *m, struct sp_report *rep)
+bool sp_status_module(const char *pin_dir, const struct sp_module *m, struct sp_report *rep)
 {
 	unsigned char cfg[256];
 	bool have_cfg = !sp_cfg_read(pin_dir, m, cfg);
@@ -121,7 +130,7 @@ static bool module_report(const char *pin_dir, const struct sp_module *m, struct
 static void module_json(const char *pin_dir, const struct sp_module *m, struct sp_json *j,
 			struct sp_report *rep)
 {
-	bool have_cfg = module_report(pin_dir, m, rep);
+	bool have_cfg = sp_status_module(pin_dir, m, rep);
 
 	sp_json_key(j, m->name);
 	sp_json_begin_object(j);
@@ -169,7 +178,7 @@ static void status_json(const char *pin_dir, const struct sp_meta *meta, bool al
 	sp_json_end_object(&j);
 	sp_report_reset(rep);
 	sp_targets_report(pin_dir, rep);
-	report_progs(meta, rep);
+	sp_status_progs(meta, rep);
 	sp_report_json(rep, &j);
 	sp_json_end_object(&j);
 	putchar('\n');
@@ -194,23 +203,24 @@ static void status_text(const char *pin_dir, const struct sp_meta *meta, bool al
 		if (!(meta->modules & (1u << i)))
 			continue;
 		printf("%s:\n", sp_modules[i]->name);
-		module_report(pin_dir, sp_modules[i], rep);
+		sp_status_module(pin_dir, sp_modules[i], rep);
 		sp_report_text(rep, stdout, "  ");
 		if (!sp_modules[i]->report)
 			sp_modules[i]->status(pin_dir, stdout, false);
 	}
 	sp_report_reset(rep);
 	sp_targets_report(pin_dir, rep);
-	report_progs(meta, rep);
+	sp_status_progs(meta, rep);
 	sp_report_text(rep, stdout, "");
 }
 
 static void usage_status(FILE *out)
 {
 	fprintf(out,
-"Usage: stackpilot status [--json] [--pin-path DIR]\n"
+"Usage: stackpilot status [--json | --prometheus] [--pin-path DIR]\n"
 "What the running stackpilot attached where, each module's counters, and each\n"
-"program's run count and average run time (kernel BPF stats, enabled by `run`).\n");
+"program's run count and average run time (kernel BPF stats, enabled by `run`).\n"
+"--prometheus: the same as Prometheus text exposition (README, Metrics).\n");
 }
 
 int cmd_status(int argc, char **argv)
@@ -226,8 +236,12 @@ int cmd_status(int argc, char **argv)
 		return rc;
 	if (optind < argc)
 		return sp_fail(2, "status: unexpected argument '%s'", argv[optind]);
+	if (want_prom && json)
+		return sp_fail(2, "status: --json or --prometheus, not both");
+	if (want_prom)
+		return sp_prom_write(pin_dir, stdout);
 	sp_pin_errors = 0;
-	if (read_meta(pin_dir, &meta))
+	if (sp_status_read_meta(pin_dir, &meta))
 		return 1;
 	alive = !kill(meta.pid, 0);
 	{

@@ -226,6 +226,8 @@ void sp_module_unpublish(struct sp_run *run, struct bpf_object *obj, struct bpf_
  * Print a pinned per-CPU counter array, summed over CPUs (json: as members),
  * for a module's status() that predates records; see sp_report_counters().
  */
+struct sp_report *sp_print_capture;
+
 void sp_print_counters(const char *pin_dir, const char *map, const char *const *names,
 		       int n, FILE *out, bool json)
 {
@@ -239,7 +241,11 @@ void sp_print_counters(const char *pin_dir, const char *map, const char *const *
 	for (int i = 0; i < n; i++) {
 		if (sp_sum_percpu(fd, i, &v))
 			v = 0;
-		if (json)
+		/* Prometheus (prom.c) reads these as records; their help is in the README. */
+		if (sp_print_capture)
+			sp_rec_counter(sp_print_capture, NULL, names[i], v, "",
+				       "a counter of the module's status (see README)");
+		else if (json)
 			sp_json_key(&j, names[i]), sp_json_u64(&j, v);
 		else
 			fprintf(out, "  %-22s %llu\n", names[i], (unsigned long long)v);

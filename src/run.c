@@ -96,7 +96,9 @@ static void usage_run(FILE *out)
 "  --btf FILE         kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
 "  --interval SEC     print status every SEC seconds; 0 = never (default 2;\n"
 "                     0 when stderr is the journal)\n"
-"  --log-level LEVEL  error, warn, info (default) or debug\n",
+"  --log-level LEVEL  error, warn, info (default) or debug\n"
+"  --metrics-textfile DIR  write DIR/stackpilot.prom (Prometheus text, for\n"
+"                     node_exporter) every --interval, or 10 s if it is 0\n",
 		SP_MAX_IFACES, SP_PIN_DEFAULT);
 	for (int i = 0; i < nr_run_opts; i++) {
 		char left[64];
@@ -152,7 +154,7 @@ static void stop_all(struct sp_run *run)
 }
 
 struct run_args {
-	const char *cgroup, *modules;
+	const char *cgroup, *modules, *textfile;
 	bool verbose, need_cgroup, need_iface;
 	__u32 interval;
 };
@@ -160,7 +162,7 @@ struct run_args {
 /* Options into run and a; -1 to go on, else the exit code. */
 static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args *a)
 {
-	struct option opts[10 + MAX_RUN_OPTS] = {
+	struct option opts[11 + MAX_RUN_OPTS] = {
 		{ "cgroup", required_argument, NULL, 'c' },
 		{ "modules", required_argument, NULL, 'm' },
 		{ "iface", required_argument, NULL, 'i' },
@@ -170,8 +172,9 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "log-level", required_argument, NULL, 'l' },
+		{ "metrics-textfile", required_argument, NULL, 't' },
 	};
-	int opt, n = 9, rc;
+	int opt, n = 10, rc;
 
 	for (int i = 0; i < nr_run_opts; i++)
 		opts[n++] = (struct option){ run_opts[i]->name, required_argument, NULL, 256 + i };
@@ -198,6 +201,11 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 			    !(run->ifindex[run->nr_ifaces] = if_nametoindex(optarg)))
 				return sp_fail(2, "--iface %s: no such interface", optarg);
 			snprintf(run->ifname[run->nr_ifaces++], sizeof(run->ifname[0]), "%s", optarg);
+			break;
+		case 't':
+			if ((rc = sp_prom_textfile_check(optarg)))
+				return rc;
+			a->textfile = optarg;
 			break;
 		case 'v': a->verbose = true; break;
 		case 'l': if (sp_log_set_level(optarg)) return 2; break;
@@ -320,7 +328,7 @@ static void on_status(void *ctx)
 	fflush(stdout);
 }
 
-static int loop_run(struct sp_run *run, __u32 interval)
+static int loop_run(struct sp_run *run, __u32 interval, const char *textfile)
 {
 	struct sp_watch *sig_w = NULL, *tick_w = NULL, *status_w = NULL;
 	sigset_t set;
@@ -336,10 +344,12 @@ static int loop_run(struct sp_run *run, __u32 interval)
 		status_w = sp_loop_timer(on_status, run->pin_dir);
 	if (!sig_w || !tick_w || (interval && !status_w) ||
 	    sp_timer_arm(tick_w, 100, 100) ||
-	    (status_w && sp_timer_arm(status_w, interval * 1000, interval * 1000)))
+	    (status_w && sp_timer_arm(status_w, interval * 1000, interval * 1000)) ||
+	    (textfile && sp_prom_textfile_start(textfile, run->pin_dir, interval ? interval : 10)))
 		goto out;
 	rc = sp_loop_run() ? 1 : 0;
 out:
+	sp_prom_textfile_stop();
 	sp_loop_unwatch(status_w);
 	sp_loop_unwatch(tick_w);
 	sp_loop_unwatch(sig_w);
@@ -365,7 +375,7 @@ int cmd_run(int argc, char **argv)
 		sp_log_level = SP_LOG_DEBUG;
 	rc = setup_run(&run, &a, &lock_fd, &stats_fd);
 	if (!rc) {
-		rc = loop_run(&run, a.interval);
+		rc = loop_run(&run, a.interval, a.textfile);
 		stop_all(&run);
 		if (!rc)
 			printf("stackpilot: detached, pins removed\n");

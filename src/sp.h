@@ -240,6 +240,24 @@ void sp_report_text(const struct sp_report *r, FILE *out, const char *indent);
 /* JSON: members of the object j is in (groups as nested objects), then tables as arrays. */
 void sp_report_json(const struct sp_report *r, struct sp_json *j);
 
+/*
+ * prom.c: the status model as Prometheus text (naming rules at its top).
+ * sp_prom_write: 0, or 1 when the meta map or a pin could not be read.
+ */
+int sp_prom_write(const char *pin_dir, FILE *out);
+/* run --metrics-textfile DIR: 0, or an exit code after saying why. */
+int sp_prom_textfile_check(const char *dir);
+/* Write DIR/stackpilot.prom now and every every_s seconds from the loop. */
+int sp_prom_textfile_start(const char *dir, const char *pin_dir, unsigned int every_s);
+void sp_prom_textfile_stop(void);
+/* While set, sp_print_counters() adds counter records here instead of printing. */
+extern struct sp_report *sp_print_capture;
+/* ctl.c, shared with prom.c: the pieces of `status`. */
+struct sp_meta;
+int sp_status_read_meta(const char *pin_dir, struct sp_meta *meta);
+bool sp_status_module(const char *pin_dir, const struct sp_module *m, struct sp_report *rep);
+void sp_status_progs(const struct sp_meta *meta, struct sp_report *rep);
+
 /* commands */
 int cmd_run(int argc, char **argv);
 int cmd_status(int argc, char **argv);
