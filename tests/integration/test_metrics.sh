@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: GPL-2.0
+# Prometheus metrics (issue 13): status --prometheus, checked by promtool;
+# run --metrics-textfile, served by node_exporter; the README's list.
+# Each t_* runs in its own bash with tests/lib.sh sourced.
+
+# One clear line and a pass when Debian's package is not installed
+# (scripts/install-deps.sh tries to install it).
+need() { # need COMMAND PACKAGE
+	command -v "$1" >/dev/null && return 0
+	echo "SKIP: $1 missing (Debian package $2 could not be installed)" >&2
+	exit 0
+}
+
+# stackpilot run with every cgroup module and fragguard, inside namespace A
+# (its veth) but with the host's /sys: `ip netns exec` would hide the cgroup
+# v2 mount. Pins stay on the host's bpffs, so plain sp_ctl reaches them.
+mx_start() { # mx_start CGROUP [run options]
+	local cg=$1; shift
+	mk_netns "$NS_A"
+	veth "$NS_A" "v${ID}a" "$NS_A" "v${ID}b"
+	ip -n "$NS_A" addr add 10.77.0.1/24 dev "v${ID}a"
+	ip -n "$NS_A" addr add 10.77.0.2/24 dev "v${ID}b"
+	nsenter --net="/run/netns/$NS_A" "$SP" run --pin-path "$PIN" --interval 0 --cgroup "$cg" \
+		--modules all --iface "v${ID}a" "$@" >"$TMP/sp.out" 2>"$TMP/sp.err" &
+	SP_PID=$!
+	for _ in $(seq 100); do
+		grep -q '^stackpilot: attached' "$TMP/sp.out" 2>/dev/null && return 0
+		kill -0 "$SP_PID" 2>/dev/null || { cat "$TMP/sp.err" >&2; SP_PID=; fail "stackpilot run exited"; }
+		sleep 0.1
+	done
+	fail "stackpilot run did not attach in 10 s"
+}
+
+# A metric's value (the first series matching the grep pattern) in file $1.
+prom_val() { grep -E "^$2[ {]" "$1" | head -1 | awk '{ print $NF }'; }
+
+# promtool's linter on file $1: nothing to say, and there is something to check.
+promtool_clean() {
+	[ -s "$1" ] || fail "$1: empty exposition"
+	promtool check metrics <"$1" >"$TMP/lint" 2>&1 || fail "promtool check metrics: $(cat "$TMP/lint")"
+	[ ! -s "$TMP/lint" ] || fail "promtool check metrics: $(cat "$TMP/lint")"
+}
+
+# The exposition of a run of all cgroup modules and fragguard passes promtool;
+# counters follow traffic; a cgroup path with " and \ is escaped in labels.
+t_metrics_prometheus() {
+	need promtool prometheus
+	local odd='q"b\c' before after
+	make_cgroup
+	mkdir "$CG/$odd" || fail "mkdir"
+	on_exit rmdir "'$CG/$odd'"
+	mx_start "$CG/$odd"
+	sp_ctl status --prometheus >"$TMP/p1" || fail "status --prometheus exit $?"
+	promtool_clean "$TMP/p1"
+	grep -q '^# TYPE stackpilot_bpf_program_runs_total counter$' "$TMP/p1" || fail "no program runs"
+	grep -q '^# HELP stackpilot_tcpstats_active_opens_total .' "$TMP/p1" || fail "no HELP"
+	grep -qF "cgroup=\"$CG/q\\\"b\\\\c\"" "$TMP/p1" ||
+		fail "cgroup label not escaped: $(grep -m1 cgroup= "$TMP/p1")"
+	before=$(prom_val "$TMP/p1" stackpilot_tcpstats_active_opens_total)
+	ip netns exec "$NS_A" "$TCPTOOL" server 5201 >/dev/null &
+	BG_PIDS+=($!)
+	sleep 0.2
+	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CG/$odd" \
+		nsenter --net="/run/netns/$NS_A" "$TCPTOOL" client 10.77.0.2 5201 10000 3 >/dev/null ||
+		fail "client in cgroup"
+	sp_ctl status --prometheus >"$TMP/p2" || fail "status --prometheus exit $?"
+	promtool_clean "$TMP/p2"
+	after=$(prom_val "$TMP/p2" stackpilot_tcpstats_active_opens_total)
+	assert_eq "$((after - before))" 3 "active_opens_total increase"
+	assert_ge "$(grep '^stackpilot_bpf_program_runs_total{program="sp_tcpstats",' "$TMP/p2" |
+		awk '{ print $NF }')" 3 "sp_tcpstats runs"
+	# ns become seconds: a fraction, never a count of ns.
+	grep -E '^stackpilot_bpf_program_run_seconds_total\{program="sp_tcpstats".*\} [0-9]+\.[0-9]{9}$' \
+		"$TMP/p2" >/dev/null || fail "run_seconds: $(grep run_seconds "$TMP/p2")"
+}
+
+# README "Metrics" lists every exposed metric with its type, and no other.
+t_metrics_readme_list() {
+	make_cgroup
+	mx_start "$CG"
+	sp_ctl status --prometheus >"$TMP/p" || fail "status --prometheus exit $?"
+	awk '$1 == "#" && $2 == "TYPE" { print $3, $4 }' "$TMP/p" | sort >"$TMP/exposed"
+	# Rows of the section's table: | `name` | type | labels | meaning |
+	awk '/^## Metrics/ { on = 1; next } /^## / { on = 0 } on' "$ROOT/README.md" |
+		sed -n 's/^| `\(stackpilot_[a-z0-9_]*\)` | \([a-z]*\) |.*/\1 \2/p' | sort >"$TMP/listed"
+	[ -s "$TMP/listed" ] || fail "README has no Metrics list"
+	diff "$TMP/listed" "$TMP/exposed" >"$TMP/d" ||
+		fail "README Metrics vs exposition (< README only, > exposed only): $(cat "$TMP/d")"
+}
+
+# --metrics-textfile: the file appears, complete, is rewritten every
+# interval through a rename, and node_exporter's textfile collector serves it.
+t_metrics_textfile() {
+	need promtool prometheus
+	local dir=$TMP/textfile ino1 ino2 port
+	mkdir "$dir" && chmod 755 "$TMP" "$dir"
+	make_cgroup
+	mx_start "$CG" --interval 1 --metrics-textfile "$dir"
+	for _ in $(seq 30); do [ -e "$dir/stackpilot.prom" ] && break; sleep 0.1; done
+	[ -e "$dir/stackpilot.prom" ] || fail "no $dir/stackpilot.prom"
+	cp "$dir/stackpilot.prom" "$TMP/t1"
+	promtool_clean "$TMP/t1"
+	# Complete: the last metric of the exposition is there.
+	grep -q '^# TYPE stackpilot_bpf_program_run_seconds_total counter' "$TMP/t1" || fail "truncated"
+	ino1=$(stat -c %i "$dir/stackpilot.prom")
+	sleep 2.2
+	ino2=$(stat -c %i "$dir/stackpilot.prom")
+	[ "$ino1" != "$ino2" ] || fail "not rewritten (same inode after 2 s)"
+	[ "$(ls -A "$dir")" = stackpilot.prom ] || fail "other files in $dir: $(ls -A "$dir")"
+	if command -v prometheus-node-exporter >/dev/null; then
+		port=$((20000 + RANDOM % 20000))
+		ip netns exec "$NS_A" prometheus-node-exporter --web.listen-address="127.0.0.1:$port" \
+			--collector.disable-defaults --collector.textfile \
+			--collector.textfile.directory="$dir" >"$TMP/ne.log" 2>&1 &
+		BG_PIDS+=($!)
+		for _ in $(seq 50); do
+			ip netns exec "$NS_A" curl -sf "http://127.0.0.1:$port/metrics" >"$TMP/ne" && break
+			sleep 0.1
+		done
+		grep -q '^stackpilot_tcpstats_active_opens_total{' "$TMP/ne" ||
+			fail "node_exporter does not serve the textfile: $(tail -3 "$TMP/ne.log")"
+		grep -q '^node_textfile_scrape_error 0' "$TMP/ne" || fail "node_exporter: textfile scrape error"
+	else
+		echo "SKIP: node_exporter part (Debian package prometheus-node-exporter not installed)" >&2
+	fi
+	sp_stop || fail "stop"
+	[ ! -e "$dir/stackpilot.prom" ] || fail "stackpilot.prom left after the run stopped"
+}
+
+t_metrics_usage_errors() {
+	"$SP" run --pin-path "$PIN" --metrics-textfile relative/dir >/dev/null 2>"$TMP/e"
+	assert_eq "$?" 2 "relative --metrics-textfile"
+	grep -q "expected an existing folder" "$TMP/e" || fail "$(cat "$TMP/e")"
+	"$SP" run --pin-path "$PIN" --metrics-textfile "/nonexistent-$ID" >/dev/null 2>&1
+	assert_eq "$?" 2 "missing --metrics-textfile folder"
+	"$SP" status --pin-path "$PIN" --prometheus --json >/dev/null 2>&1
+	assert_eq "$?" 2 "--prometheus --json"
+	"$SP" get --pin-path "$PIN" --prometheus >/dev/null 2>&1
+	assert_eq "$?" 2 "get --prometheus"
+	"$SP" status --pin-path "$PIN" --prometheus >"$TMP/o" 2>/dev/null
+	assert_eq "$?" 1 "status --prometheus without a run"
+	[ ! -s "$TMP/o" ] || fail "output without a run: $(cat "$TMP/o")"
+	[ ! -e "$PIN" ] || fail "pins made"
+}
