@@ -30,6 +30,8 @@ LIBBPF_LIBS   := $(shell $(PKGCONFIG) --libs libbpf 2>/dev/null || echo -lbpf) -
 LIBMNL_LIBS   := $(shell $(PKGCONFIG) --libs libmnl 2>/dev/null || echo -lmnl)
 # rtnetlink through libmnl: linked wherever libbpf is.
 LIBBPF_LIBS   += $(LIBMNL_LIBS)
+# run --metrics-listen (src/metrics.c)
+LIBBPF_LIBS   += $(shell $(PKGCONFIG) --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 
 CFLAGS    ?= -g -O2
 CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -std=gnu11 \

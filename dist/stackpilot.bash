@@ -21,7 +21,7 @@ _stackpilot() {
 	--btf) COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	--iface) COMPREPLY=($(compgen -W "$(ls /sys/class/net 2>/dev/null)" -- "$cur")); return ;;
 	--log-level) COMPREPLY=($(compgen -W "error warn info debug" -- "$cur")); return ;;
-	--interval|--mtu-probing) return ;;
+	--interval|--mtu-probing|--metrics-listen) return ;;
 	--cgroup)
 		# Relative to the cgroup v2 mount, as run takes it; / is the root.
 		mnt=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)

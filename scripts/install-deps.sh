@@ -2,7 +2,7 @@
 # Installs the Debian packages stackpilot builds, runs and tests with, when
 # any is missing. Non-interactive; Debian's archive is the only source.
 set -e
-pkgs="make clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libmnl-dev pkg-config gcc
+pkgs="make clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libmnl-dev libmicrohttpd-dev pkg-config gcc
       iproute2 iperf3 nftables iptables iputils-ping procps kmod bc jq util-linux
       python3-docutils groff-base systemd gnuplot-nox curl"
 # Only the metrics tests use these (promtool, node_exporter): tried, but a

@@ -98,7 +98,9 @@ static void usage_run(FILE *out)
 "                     0 when stderr is the journal)\n"
 "  --log-level LEVEL  error, warn, info (default) or debug\n"
 "  --metrics-textfile DIR  write DIR/stackpilot.prom (Prometheus text, for\n"
-"                     node_exporter) every --interval, or 10 s if it is 0\n",
+"                     node_exporter) every --interval, or 10 s if it is 0\n"
+"  --metrics-listen [ADDR:]PORT  serve Prometheus text on http://ADDR:PORT/metrics\n"
+"                     (ADDR 127.0.0.1 unless given; off by default)\n",
 		SP_MAX_IFACES, SP_PIN_DEFAULT);
 	for (int i = 0; i < nr_run_opts; i++) {
 		char left[64];
@@ -154,7 +156,7 @@ static void stop_all(struct sp_run *run)
 }
 
 struct run_args {
-	const char *cgroup, *modules, *textfile;
+	const char *cgroup, *modules;
 	bool verbose, need_cgroup, need_iface;
 	__u32 interval;
 };
@@ -162,7 +164,7 @@ struct run_args {
 /* Options into run and a; -1 to go on, else the exit code. */
 static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args *a)
 {
-	struct option opts[11 + MAX_RUN_OPTS] = {
+	struct option opts[12 + MAX_RUN_OPTS] = {
 		{ "cgroup", required_argument, NULL, 'c' },
 		{ "modules", required_argument, NULL, 'm' },
 		{ "iface", required_argument, NULL, 'i' },
@@ -173,8 +175,9 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 		{ "help", no_argument, NULL, 'h' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "metrics-textfile", required_argument, NULL, 't' },
+		{ "metrics-listen", required_argument, NULL, 'L' },
 	};
-	int opt, n = 10, rc;
+	int opt, n = 11, rc;
 
 	for (int i = 0; i < nr_run_opts; i++)
 		opts[n++] = (struct option){ run_opts[i]->name, required_argument, NULL, 256 + i };
@@ -202,10 +205,9 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 				return sp_fail(2, "--iface %s: no such interface", optarg);
 			snprintf(run->ifname[run->nr_ifaces++], sizeof(run->ifname[0]), "%s", optarg);
 			break;
-		case 't':
-			if ((rc = sp_prom_textfile_check(optarg)))
+		case 't': case 'L':	/* metrics.c */
+			if ((rc = sp_metrics_opt(opt, optarg)))
 				return rc;
-			a->textfile = optarg;
 			break;
 		case 'v': a->verbose = true; break;
 		case 'l': if (sp_log_set_level(optarg)) return 2; break;
@@ -328,7 +330,7 @@ static void on_status(void *ctx)
 	fflush(stdout);
 }
 
-static int loop_run(struct sp_run *run, __u32 interval, const char *textfile)
+static int loop_run(struct sp_run *run, __u32 interval)
 {
 	struct sp_watch *sig_w = NULL, *tick_w = NULL, *status_w = NULL;
 	sigset_t set;
@@ -345,11 +347,11 @@ static int loop_run(struct sp_run *run, __u32 interval, const char *textfile)
 	if (!sig_w || !tick_w || (interval && !status_w) ||
 	    sp_timer_arm(tick_w, 100, 100) ||
 	    (status_w && sp_timer_arm(status_w, interval * 1000, interval * 1000)) ||
-	    (textfile && sp_prom_textfile_start(textfile, run->pin_dir, interval ? interval : 10)))
+	    sp_metrics_start(run->pin_dir, interval))
 		goto out;
 	rc = sp_loop_run() ? 1 : 0;
 out:
-	sp_prom_textfile_stop();
+	sp_metrics_stop();
 	sp_loop_unwatch(status_w);
 	sp_loop_unwatch(tick_w);
 	sp_loop_unwatch(sig_w);
@@ -375,7 +377,7 @@ int cmd_run(int argc, char **argv)
 		sp_log_level = SP_LOG_DEBUG;
 	rc = setup_run(&run, &a, &lock_fd, &stats_fd);
 	if (!rc) {
-		rc = loop_run(&run, a.interval, a.textfile);
+		rc = loop_run(&run, a.interval);
 		stop_all(&run);
 		if (!rc)
 			printf("stackpilot: detached, pins removed\n");

@@ -250,6 +250,10 @@ int sp_prom_textfile_check(const char *dir);
 /* Write DIR/stackpilot.prom now and every every_s seconds from the loop. */
 int sp_prom_textfile_start(const char *dir, const char *pin_dir, unsigned int every_s);
 void sp_prom_textfile_stop(void);
+/* metrics.c: run's --metrics-textfile ('t') and --metrics-listen ('L'). */
+int sp_metrics_opt(int opt, const char *arg);	/* 0, or an exit code after saying why */
+int sp_metrics_start(const char *pin_dir, unsigned int interval_s);
+void sp_metrics_stop(void);
 /* While set, sp_print_counters() adds counter records here instead of printing. */
 extern struct sp_report *sp_print_capture;
 /* ctl.c, shared with prom.c: the pieces of `status`. */

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # Prometheus metrics (issue 13): status --prometheus, checked by promtool;
-# run --metrics-textfile, served by node_exporter; the README's list.
+# run --metrics-textfile, served by node_exporter; run --metrics-listen;
+# the README's list.
 # Each t_* runs in its own bash with tests/lib.sh sourced.
 
 # One clear line and a pass when Debian's package is not installed
@@ -112,7 +113,7 @@ t_metrics_textfile() {
 		ip netns exec "$NS_A" prometheus-node-exporter --web.listen-address="127.0.0.1:$port" \
 			--collector.disable-defaults --collector.textfile \
 			--collector.textfile.directory="$dir" >"$TMP/ne.log" 2>&1 &
-		BG_PIDS+=($!)
+		BG_PIDS+=($!); disown
 		for _ in $(seq 50); do
 			ip netns exec "$NS_A" curl -sf "http://127.0.0.1:$port/metrics" >"$TMP/ne" && break
 			sleep 0.1
@@ -137,8 +138,56 @@ t_metrics_usage_errors() {
 	assert_eq "$?" 2 "--prometheus --json"
 	"$SP" get --pin-path "$PIN" --prometheus >/dev/null 2>&1
 	assert_eq "$?" 2 "get --prometheus"
+	"$SP" run --pin-path "$PIN" --metrics-listen 127.0.0.1:0 >/dev/null 2>"$TMP/e"
+	assert_eq "$?" 2 "--metrics-listen port 0"
+	grep -q "expected PORT, ADDR:PORT" "$TMP/e" || fail "$(cat "$TMP/e")"
+	"$SP" run --pin-path "$PIN" --metrics-listen nohost:9 >/dev/null 2>&1
+	assert_eq "$?" 2 "--metrics-listen with a name, not an address"
 	"$SP" status --pin-path "$PIN" --prometheus >"$TMP/o" 2>/dev/null
 	assert_eq "$?" 1 "status --prometheus without a run"
 	[ ! -s "$TMP/o" ] || fail "output without a run: $(cat "$TMP/o")"
 	[ ! -e "$PIN" ] || fail "pins made"
+}
+
+# --metrics-listen: /metrics over HTTP from the event loop (libmicrohttpd),
+# inside namespace A on 127.0.0.1; junk gets an error and does not block a
+# scrape; the loop goes on (the textfile is still rewritten meanwhile).
+t_metrics_listen() {
+	need promtool prometheus
+	local port=$((20000 + RANDOM % 20000)) url code i
+	url=http://127.0.0.1:$port
+	make_cgroup
+	mx_start "$CG" --metrics-listen "$port"
+	mx() { ip netns exec "$NS_A" "$@"; }
+	mx curl -sf --max-time 5 "$url/metrics" >"$TMP/m" || fail "scrape: curl exit $?"
+	promtool_clean "$TMP/m"
+	grep -q '^stackpilot_bpf_program_runs_total{' "$TMP/m" || fail "no program runs in the scrape"
+	code=$(mx curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$url/nope")
+	assert_eq "$code" 404 "GET /nope"
+	code=$(mx curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST -d x "$url/metrics")
+	assert_eq "$code" 405 "POST /metrics"
+	code=$(mx curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H "X-Junk: $(head -c 40000 /dev/zero | tr '\0' a)" "$url/metrics")
+	[ "$code" -ge 400 ] || fail "oversized header: HTTP $code"
+	# A slowloris: half a request line, held open; scrapes still go through.
+	mx bash -c "exec 3<>/dev/tcp/127.0.0.1/$port; printf 'GET /met' >&3; sleep 8" &
+	BG_PIDS+=($!); disown
+	sleep 0.3
+	for i in $(seq 20); do
+		mx curl -sf --max-time 2 "$url/metrics" >/dev/null || fail "scrape $i with a partial request open"
+	done
+	# Load: 1000 scrapes in a row, then 50 at once; the run's memory stays.
+	local rss0 rss1 t0 t1
+	mx curl -sf --max-time 5 $(for i in $(seq 50); do echo "$url/metrics"; done) >/dev/null || fail "warm-up"
+	rss0=$(awk '/^VmRSS/ { print $2 }' "/proc/$SP_PID/status")
+	t0=$(date +%s.%N)
+	mx curl -sf --max-time 120 $(for i in $(seq 1000); do echo "$url/metrics"; done) >"$TMP/seq" || fail "1000 scrapes"
+	t1=$(date +%s.%N)
+	assert_eq "$(grep -c '^# TYPE stackpilot_running ' "$TMP/seq")" 1000 "answers to 1000 scrapes"
+	mx curl -sf --no-progress-meter --max-time 60 --parallel --parallel-immediate --parallel-max 50 \
+		$(for i in $(seq 50); do echo "$url/metrics"; done) >"$TMP/par" || fail "50 concurrent scrapes"
+	assert_eq "$(grep -c '^# TYPE stackpilot_running ' "$TMP/par")" 50 "answers to 50 concurrent scrapes"
+	rss1=$(awk '/^VmRSS/ { print $2 }' "/proc/$SP_PID/status")
+	echo "1000 scrapes in $(echo "$t1 - $t0" | bc) s; RSS $rss0 kB before, $rss1 kB after" >&2
+	[ "$rss1" -le $((rss0 + 2048)) ] || fail "RSS grew from $rss0 kB to $rss1 kB"
+	sp_stop || fail "stop"
 }
