@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # Prometheus metrics (issue 13): status --prometheus, checked by promtool;
-# run --metrics-textfile, served by node_exporter; run --metrics-listen;
-# the README's list.
+# run --metrics-textfile, served by node_exporter; run --metrics-listen,
+# scraped by a Prometheus server; the README's list.
 # Each t_* runs in its own bash with tests/lib.sh sourced.
 
 # One clear line and a pass when Debian's package is not installed
@@ -190,4 +190,44 @@ t_metrics_listen() {
 	echo "1000 scrapes in $(echo "$t1 - $t0" | bc) s; RSS $rss0 kB before, $rss1 kB after" >&2
 	[ "$rss1" -le $((rss0 + 2048)) ] || fail "RSS grew from $rss0 kB to $rss1 kB"
 	sp_stop || fail "stop"
+}
+
+# The real thing: Debian's Prometheus server scrapes --metrics-listen inside
+# namespace A every second; its HTTP API shows the counter grow by the
+# connections made in the cgroup.
+t_metrics_prometheus_server() {
+	need prometheus prometheus
+	local port=$((20000 + RANDOM % 10000)) pport=$((30000 + RANDOM % 10000)) q v
+	make_cgroup
+	mx_start "$CG" --metrics-listen "$port"
+	cat >"$TMP/prom.yml" <<-EOC
+	global: { scrape_interval: 1s, scrape_timeout: 1s }
+	scrape_configs:
+	  - job_name: stackpilot
+	    static_configs: [ { targets: ["127.0.0.1:$port"] } ]
+	EOC
+	ip netns exec "$NS_A" prometheus --config.file="$TMP/prom.yml" --storage.tsdb.path="$TMP/tsdb" \
+		--web.listen-address="127.0.0.1:$pport" >"$TMP/prom.log" 2>&1 &
+	BG_PIDS+=($!); disown
+	q() { # the value of instant query $1, or nothing
+		ip netns exec "$NS_A" curl -sf --max-time 2 "http://127.0.0.1:$pport/api/v1/query" \
+			--data-urlencode "query=$1" | jq -r '.data.result[0].value[1] // empty'
+	}
+	for _ in $(seq 100); do
+		[ -n "$(q stackpilot_tcpstats_active_opens_total)" ] && break
+		sleep 0.2
+	done
+	assert_eq "$(q stackpilot_tcpstats_active_opens_total)" 0 "first scrape"
+	ip netns exec "$NS_A" "$TCPTOOL" server 5201 >/dev/null &
+	BG_PIDS+=($!); disown
+	sleep 0.2
+	in_cgroup nsenter --net="/run/netns/$NS_A" "$TCPTOOL" client 10.77.0.2 5201 10000 5 >/dev/null ||
+		fail "client in cgroup"
+	for _ in $(seq 50); do
+		v=$(q stackpilot_tcpstats_active_opens_total)
+		[ "$v" = 5 ] && break
+		sleep 0.2
+	done
+	assert_eq "$v" 5 "active_opens_total in Prometheus after 5 connections"
+	assert_eq "$(q 'up{job="stackpilot"}')" 1 "up"
 }
