@@ -12,7 +12,7 @@ rh_setup() {
 		ip netns exec "$NS_R1" nft -f - || fail "nft labels"
 	ip netns exec "$NS_D" iperf3 -s -D -p 5201 >/dev/null || fail iperf3
 	make_cgroup
-	sp_start --cgroup "$CG" --modules rehash "$@"
+	sp_start --cgroup "$CG" --modules "${RH_MODULES:-rehash}" "$@"
 }
 
 # Flow labels seen at R1, per sender port: {"port": [labels...]}.
@@ -74,16 +74,17 @@ t_rehash_outside_cgroup_untouched() {
 t_rehash_prob_clamped() {
 	rh_setup
 	"$SP" set --pin-path "$PIN" rehash.mode=1 >/dev/null || fail set
-	# prob=0 first (struct order: prob, mode, rounds, delay_pct, pause_ms, defer_rtts).
+	# prob=0 first (struct order: prob, mode, rounds, delay_pct, pause_ms, defer_rtts,
+	# revert_pct, probe_rtts).
 	bpftool map update pinned "$PIN/rehash_cfg" key 0 0 0 0 value \
-		0 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0 || fail bpftool
+		0 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0  0 0 0 0  8 0 0 0 || fail bpftool
 	flow 2
 	local ep=$(rh episodes)
 	assert_ge "$ep" 1 "episodes with prob=0"
 	assert_eq "$(rh suppressed_prob)" "$ep" "suppressed by prob=0"
 	assert_eq "$(( $(rh rehash_now) + $(rh rehash_deferred) ))" 0 "rehashes with prob=0"
 	bpftool map update pinned "$PIN/rehash_cfg" key 0 0 0 0 value \
-		250 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0 || fail bpftool
+		250 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0  0 0 0 0  8 0 0 0 || fail bpftool
 	assert_eq "$("$SP" get --pin-path "$PIN" rehash.prob)" "rehash.prob=250" "raw map value"
 	flow 2
 	assert_ge "$(rh episodes)" $((ep + 1)) "episodes with prob=250"
@@ -149,4 +150,47 @@ t_rehash_strict_defer() {
 	flow 2
 	assert_ge "$(rh rehash_deferred)" 1 "deferred decisions for a bulk flow"
 	assert_eq "$(rh rehash_deferred_forced)" 0 "rehashes forced with defer_rtts=0"
+}
+
+# Zero steady-state cost: a clean flow (paced below the path rate: no queue,
+# no loss) runs no RTT callback in sp_rehash at all; a lossy one still
+# rehashes, with RTT callbacks only while a decision is pending.
+t_rehash_clean_flow_no_rtt_cb() {
+	rh_setup
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 3 --fq-rate 40M >/dev/null ||
+		fail iperf3
+	local mb=$(( $(rh bytes_delivered) / 1000000 )) cbs=$(rh rtt_callbacks) runs
+	runs=$(sp_json '.programs[] | select(.name == "sp_rehash") | .run_cnt')
+	echo "clean: $mb MB, rtt callbacks $cbs, retransmissions $(rh retrans_seen), sp_rehash runs $runs"
+	assert_ge "$mb" 10 "MB delivered by the paced flow"
+	# Allow what a stray retransmission's pending decision costs, not one per ACK.
+	[ "$(rh retrans_seen)" = 0 ] && assert_eq "$cbs" 0 "RTT callbacks of a flow without loss"
+	assert_ge $((mb * 2)) "$cbs" "RTT callbacks per 2 MB of a clean flow"
+	assert_ge $((mb * 2)) "$runs" "sp_rehash runs per 2 MB of a clean flow"
+	flow 3
+	local n=$(( $(rh rehash_now) + $(rh rehash_deferred_done) + $(rh rehash_deferred_forced) ))
+	mb=$(( $(rh bytes_delivered) / 1000000 ))
+	echo "lossy: $n rehashes, $(rh rtt_callbacks) rtt callbacks, $mb MB in all, $(rh rtt_callbacks_per_mb) per MB"
+	assert_ge "$n" 2 "rehashes of a lossy flow"
+	assert_ge "$(labels_max)" 3 "flow labels of the lossy flow"
+	# Deferred decisions switched RTT_CB on; they stay a small part of the ACKs
+	# (a 100 Mbit/s flow acks ~100 times per MB).
+	[ "$(rh rehash_deferred)" -gt 0 ] && assert_ge "$(rh rtt_cb_switched_on)" 1 "RTT_CB switched on"
+	assert_ge $((mb * 20)) "$(rh rtt_callbacks)" "RTT callbacks per MB / 20 with losses"
+}
+
+# RTT_CB ownership: with pmtu loaded, pmtu asked for RTT_CB at establishment;
+# rehash must never switch it on (already on) nor off (not its bit).
+t_rehash_rtt_cb_shared_with_pmtu() {
+	RH_MODULES=rehash,pmtu rh_setup
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	flow 3
+	local n=$(( $(rh rehash_now) + $(rh rehash_deferred_done) + $(rh rehash_deferred_forced) ))
+	echo "rehashes $n, rtt callbacks $(rh rtt_callbacks), switched on $(rh rtt_cb_switched_on)"
+	assert_ge "$n" 2 "rehashes with pmtu loaded"
+	assert_eq "$(rh rtt_cb_switched_on)" 0 "RTT_CB switched on by rehash while pmtu holds it"
+	# RTT_CB stayed on for every ACK: ~100 per MB on this path, not a few.
+	local mb=$(( $(rh bytes_delivered) / 1000000 ))
+	assert_ge "$(rh rtt_callbacks)" $((mb * 10)) "RTT callbacks (pmtu's flag kept) for $mb MB"
 }
