@@ -194,3 +194,63 @@ t_rehash_rtt_cb_shared_with_pmtu() {
 	local mb=$(( $(rh bytes_delivered) / 1000000 ))
 	assert_ge "$(rh rtt_callbacks)" $((mb * 10)) "RTT callbacks (pmtu's flag kept) for $mb MB"
 }
+
+# The testbed's oracle and cross-traffic pinning do what the benchmark
+# assumes: a pinned flow stays on path 0; with the oracle on, two flows take
+# one path each (both paths full), every time.
+t_rehash_testbed_oracle() {
+	rh_setup
+	"$SP" set --pin-path "$PIN" rehash.prob=0 >/dev/null || fail set
+	ip netns exec "$NS_D" iperf3 -s -D -p 5202 >/dev/null || fail iperf3
+	ecmp_cross_pin 5202
+	local a0=$(path_tx 0) a1=$(path_tx 1) b0 b1 r
+	ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5202 -t 2 -P 2 >/dev/null || fail "iperf3 cross"
+	b0=$(path_tx 0) b1=$(path_tx 1)
+	echo "pinned to path 0: p0 +$((b0 - a0)) p1 +$((b1 - a1))"
+	assert_ge $((b0 - a0)) 15000000 "bytes of pinned flows on path 0"
+	assert_ge 1000000 $((b1 - a1)) "bytes of pinned flows on path 1"
+	ecmp_oracle on
+	for r in 1 2 3; do
+		a0=$(path_tx 0) a1=$(path_tx 1)
+		in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 2 -P 2 >/dev/null ||
+			fail "iperf3 oracle"
+		b0=$(( $(path_tx 0) - a0 )) b1=$(( $(path_tx 1) - a1 ))
+		echo "oracle run $r: p0 +$b0 p1 +$b1"
+		assert_ge "$b0" 18000000 "oracle run $r: bytes on path 0"
+		assert_ge "$b1" 18000000 "oracle run $r: bytes on path 1"
+	done
+	ecmp_oracle off
+	assert_eq "$(ip -n "$NS_R1" -6 rule | grep -c fwmark)" 0 "oracle rules left after off"
+}
+
+# Unequal paths: each path shapes at its own rate.
+t_rehash_testbed_unequal() {
+	ecmp_topo 2 100mbit,50mbit
+	assert_eq "$(tc -n "$NS_R1" -j qdisc show dev p1 | jq -r '.[0].options.rate')" 6250000 "p1 rate, B/s"
+	assert_eq "$(tc -n "$NS_R1" -j qdisc show dev p0 | jq -r '.[0].options.rate')" 12500000 "p0 rate, B/s"
+}
+
+# IPv4 over VXLAN: R1 hashes the outer UDP source port, which follows the
+# inner socket's txhash. Without stackpilot's rehash (prob=0, and the
+# kernel's RTO rehash off) each inner flow keeps one outer port; with
+# prob=100 the data flow's rehashes show up as new outer ports.
+t_rehash_vxlan_outer_port() {
+	rh_setup
+	ecmp_vxlan
+	ecmp_vxlan_record
+	"$SP" set --pin-path "$PIN" rehash.prob=0 >/dev/null || fail set
+	in_cgroup ip netns exec "$NS_S" iperf3 -4 -c 10.99.0.2 -p 5201 -t 2 >/dev/null || fail "iperf3 overlay"
+	local base=$(ecmp_vxlan_sports)
+	echo "prob=0: outer source ports $base, retransmissions $(rh retrans_seen)"
+	assert_ge "$(rh retrans_seen)" 1 "inner retransmissions (losses at the tbf queue)"
+	assert_eq "$base" 1 "outer ports of the data flow without rehash"
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	in_cgroup ip netns exec "$NS_S" iperf3 -4 -c 10.99.0.2 -p 5201 -t 4 >/dev/null || fail "iperf3 overlay"
+	local n=$(( $(rh rehash_now) + $(rh rehash_deferred_done) + $(rh rehash_deferred_forced) ))
+	local ports=$(ecmp_vxlan_sports)
+	echo "prob=100: $n rehashes, outer source ports $ports in all; p0 $(path_tx 0) p1 $(path_tx 1)"
+	assert_ge "$n" 2 "rehashes of the inner flow"
+	# The new data flow's port, plus one per rehash, less the few a random
+	# hash maps onto a port already seen.
+	assert_ge "$ports" $((base + 1 + n / 2)) "outer source ports after $n rehashes"
+}
