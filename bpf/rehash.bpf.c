@@ -88,6 +88,16 @@ struct {
 	__type(value, struct sp_rehash_conn);
 } rehash_conns SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SP_RH_WINLOG);
+	__type(key, __u32);
+	__type(value, struct sp_rehash_window);
+} rehash_windows SEC(".maps");
+
+/* Next sequence number of rehash_windows (a racy slot choice is harmless). */
+__u64 window_seq = 0;
+
 /* What a pending decision (want) will write once safe. */
 #define WANT_REHASH	1	/* a fresh random txhash */
 #define WANT_REVERT	2	/* back to old_hash (path memory) */
@@ -391,8 +401,10 @@ out:
 static __always_inline void on_window(struct bpf_sock_ops *skops, struct sk_state *s,
 				      const struct cfg *c, __u64 now)
 {
-	__u64 srtt_ns = (__u64)(srtt_us(skops) ?: 1000) * 1000, new_rate;
-	__u32 q;
+	__u64 srtt_ns = (__u64)(srtt_us(skops) ?: 1000) * 1000, new_rate, seq;
+	struct sp_rehash_window *w;
+	__u32 q, slot;
+	bool worse;
 
 	if (now < s->win_end_ns)
 		return;
@@ -410,7 +422,19 @@ static __always_inline void on_window(struct bpf_sock_ops *skops, struct sk_stat
 	/* The new path's delivery counts from its window on. */
 	s->mark_bytes = s->win_bytes;
 	s->mark_ns = s->win_start_ns;
-	if (new_rate * 100 >= s->old_rate * c->revert_pct || (__u64)q * 2 < s->old_qdelay_us)
+	worse = new_rate * 100 < s->old_rate * c->revert_pct && (__u64)q * 2 >= s->old_qdelay_us;
+	seq = __sync_fetch_and_add(&window_seq, 1) + 1;
+	slot = seq % SP_RH_WINLOG;
+	w = bpf_map_lookup_elem(&rehash_windows, &slot);
+	if (w) {
+		w->seq = seq;
+		w->old_rate = s->old_rate;
+		w->new_rate = new_rate;
+		w->old_qdelay_us = s->old_qdelay_us;
+		w->new_qdelay_us = q;
+		w->reverted = worse;
+	}
+	if (!worse)
 		return;
 	sp_count(&rehash_ctr, SP_RH_REVERT, 1);
 	decide(skops, s, WANT_REVERT, now);

@@ -101,7 +101,7 @@ enum sp_rehash_ctr {
 	  "apply a deferred rehash after this many srtt even if unsafe; 0 = wait") \
 	X(ctx, revert_pct, 0, 100, 0, SP_OOR_CLAMP, \
 	  "path memory: revert a rehash if the new path delivers < this % of the old; 0 = off") \
-	X(ctx, probe_rtts, 1, 100, 8, SP_OOR_CLAMP, \
+	X(ctx, probe_rtts, 1, 100, 16, SP_OOR_CLAMP, \
 	  "path memory: measure the new path for this many srtt (after one srtt of warm-up)")
 
 struct sp_rehash_cfg {
@@ -116,6 +116,18 @@ struct sp_rehash_conn_key {
 	__u32 daddr[4];
 	__u16 sport;		/* host order */
 	__u16 dport;
+};
+
+/* The last SP_RH_WINLOG path-memory windows (a ring; status shows them). */
+#define SP_RH_WINLOG	64
+struct sp_rehash_window {
+	__u64 seq;		/* 1, 2, ... in the order written; 0 = empty slot */
+	__u32 old_rate;		/* old path, bytes per ms since the previous episode */
+	__u32 new_rate;		/* new path, bytes per ms over the window */
+	__u32 old_qdelay_us;	/* srtt - min_rtt at the decision */
+	__u32 new_qdelay_us;	/* srtt - min_rtt at the window's end */
+	__u32 reverted;
+	__u32 pad;
 };
 
 struct sp_rehash_conn {

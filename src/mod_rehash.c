@@ -157,10 +157,53 @@ static void print_cost(const char *pin_dir, FILE *out, bool json)
 	sp_json_key(&j, "rtt_callbacks_per_mb"), sp_json_double(&j, per_mb);
 }
 
+/* The last path-memory windows, oldest first: why flows kept or reverted. */
+static void print_windows(const char *pin_dir, FILE *out, bool json)
+{
+	int fd = sp_open_pinned(pin_dir, "rehash_windows"), n = 0;
+	struct sp_rehash_window w[SP_RH_WINLOG], t;
+	struct sp_json j;
+
+	if (fd < 0)
+		return;
+	for (__u32 k = 0; k < SP_RH_WINLOG; k++) {
+		if (bpf_map_lookup_elem(fd, &k, &t) || !t.seq)
+			continue;
+		int i = n++;
+
+		for (; i > 0 && w[i - 1].seq > t.seq; i--)
+			w[i] = w[i - 1];
+		w[i] = t;
+	}
+	close(fd);
+	if (json) {
+		sp_json_init_member(&j, out);
+		sp_json_key(&j, "windows");
+		sp_json_begin_array(&j);
+		for (int i = 0; i < n; i++) {
+			sp_json_begin_object(&j);
+			sp_json_key(&j, "old_rate_kBps"), sp_json_u64(&j, w[i].old_rate);
+			sp_json_key(&j, "new_rate_kBps"), sp_json_u64(&j, w[i].new_rate);
+			sp_json_key(&j, "old_qdelay_us"), sp_json_u64(&j, w[i].old_qdelay_us);
+			sp_json_key(&j, "new_qdelay_us"), sp_json_u64(&j, w[i].new_qdelay_us);
+			sp_json_key(&j, "reverted"), sp_json_u64(&j, w[i].reverted);
+			sp_json_end_object(&j);
+		}
+		sp_json_end_array(&j);
+		return;
+	}
+	if (n)
+		fprintf(out, "  path-memory windows (old -> new path, kB/s and queueing us; last %d):\n", n);
+	for (int i = n > 8 ? n - 8 : 0; i < n; i++)
+		fprintf(out, "    %u -> %u kB/s, %u -> %u us%s\n", w[i].old_rate, w[i].new_rate,
+			w[i].old_qdelay_us, w[i].new_qdelay_us, w[i].reverted ? ", reverted" : "");
+}
+
 static void status(const char *pin_dir, FILE *out, bool json)
 {
 	sp_print_counters(pin_dir, "rehash_ctr", names, SP_RH_NR, out, json);
 	print_cost(pin_dir, out, json);
+	print_windows(pin_dir, out, json);
 	print_conns(pin_dir, out, json);
 }
 

@@ -77,14 +77,14 @@ t_rehash_prob_clamped() {
 	# prob=0 first (struct order: prob, mode, rounds, delay_pct, pause_ms, defer_rtts,
 	# revert_pct, probe_rtts).
 	bpftool map update pinned "$PIN/rehash_cfg" key 0 0 0 0 value \
-		0 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0  0 0 0 0  8 0 0 0 || fail bpftool
+		0 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0  0 0 0 0  16 0 0 0 || fail bpftool
 	flow 2
 	local ep=$(rh episodes)
 	assert_ge "$ep" 1 "episodes with prob=0"
 	assert_eq "$(rh suppressed_prob)" "$ep" "suppressed by prob=0"
 	assert_eq "$(( $(rh rehash_now) + $(rh rehash_deferred) ))" 0 "rehashes with prob=0"
 	bpftool map update pinned "$PIN/rehash_cfg" key 0 0 0 0 value \
-		250 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0  0 0 0 0  8 0 0 0 || fail bpftool
+		250 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0  0 0 0 0  16 0 0 0 || fail bpftool
 	assert_eq "$("$SP" get --pin-path "$PIN" rehash.prob)" "rehash.prob=250" "raw map value"
 	flow 2
 	assert_ge "$(rh episodes)" $((ep + 1)) "episodes with prob=250"
@@ -253,4 +253,35 @@ t_rehash_vxlan_outer_port() {
 	# The new data flow's port, plus one per rehash, less the few a random
 	# hash maps onto a port already seen.
 	assert_ge "$ports" $((base + 1 + n / 2)) "outer source ports after $n rehashes"
+}
+
+# Path memory: a flow alone on its path is moved by every episode (prob=100);
+# half its rehashes land on the other path, where a pinned flow from outside
+# the cgroup runs. There it delivers ~60-70% of what it had alone, its queue
+# stays full, and it goes back to its old txhash. revert_pct=0 (Brakmo's
+# policy alone) opens no window at all.
+t_rehash_memory_reverts_worse_path() {
+	rh_setup
+	ip netns exec "$NS_D" iperf3 -s -D -p 5202 >/dev/null || fail iperf3
+	ecmp_cross_pin 5202
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	flow 2
+	assert_eq "$(rh memory_windows)" 0 "path-memory windows with revert_pct=0"
+	"$SP" set --pin-path "$PIN" rehash.revert_pct=85 rehash.probe_rtts=16 >/dev/null || fail set
+	ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5202 -t 7 >/dev/null &
+	BG_PIDS+=($!)
+	sleep 1
+	flow 5
+	sp_ctl status | sed -n '/windows (/,/connections/p'
+	local w=$(rh memory_windows) rev=$(rh memory_reverted)
+	echo "windows $w, reverts decided $(rh memory_revert_decided), applied $rev"
+	assert_ge "$w" 3 "path-memory windows after rehashes"
+	assert_ge "$rev" 1 "reverts after landing beside the pinned flow"
+	assert_ge "$(rh memory_revert_decided)" "$rev" "reverts decided vs applied"
+	# Every revert was decided by the rule: less than 85% of the old rate,
+	# and a queue not below half the old one.
+	sp_json '.modules.rehash.windows[] | select(.reverted == 1) |
+		select(.new_rate_kBps * 100 >= .old_rate_kBps * 85 or .new_qdelay_us * 2 < .old_qdelay_us)' |
+		grep -q . && fail "a revert against the rule: $(sp_json '.modules.rehash.windows')"
+	assert_ge "$(sp_json '[.modules.rehash.connections[] | .reverts] | max')" 1 "reverts in the per-connection view"
 }
