@@ -79,8 +79,10 @@ ecmp_tables() {
 	done
 	# Consecutive new flows (TCP to D, or VXLAN's outer UDP) alternate over
 	# the paths: the flows of one iperf3 -P run are opened back to back, so
-	# they land one per path whatever the counter stood at before.
-	printf 'table inet sporacle {\n chain pre {\n type filter hook prerouting priority mangle;\n iifname "r1s" ct state new meta l4proto { tcp, udp } ct mark set numgen inc mod %d offset 1\n iifname "r1s" meta mark set ct mark\n }\n}\n' "$n" |
+	# they land one per path whatever the counter stood at before. "ct mark
+	# 0", not "ct state new": VXLAN's outer flows get no UDP reply (D answers
+	# from another source port), so conntrack calls every packet new.
+	printf 'table inet sporacle {\n chain pre {\n type filter hook prerouting priority mangle;\n iifname "r1s" ct mark 0 meta l4proto { tcp, udp } ct mark set numgen inc mod %d offset 1\n iifname "r1s" meta mark set ct mark\n }\n}\n' "$n" |
 		ip netns exec "$NS_R1" nft -f - || fail "nft oracle marks"
 }
 
