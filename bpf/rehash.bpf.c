@@ -24,7 +24,10 @@
  * (off by default) measures every round and keeps it on. The flag word is
  * per socket and shared by every module (pmtu asks for RTT_CB at
  * establishment), so rehash clears only a bit it set itself: own_rtt
- * remembers whether RTT_CB was off when rehash switched it on.
+ * remembers whether RTT_CB was off when rehash switched it on. That holds as
+ * long as other modules ask for RTT_CB only at establishment (pmtu does),
+ * before rehash can own it: a module that set it later, while rehash owns
+ * it, would lose it when rehash clears it.
  *
  * Path memory (revert_pct > 0). A random rehash lands on a busy path as
  * often as on a free one; a flow alone on its path loses packets at its own
