@@ -132,6 +132,49 @@ cost() {
 	done
 }
 
+# The Markdown rows from raw files ("scenario|config|run|goodput fairness"
+# lines); several files pool their runs (run r of file f pairs with the
+# oracle's run r of file f).
+table() {
+	awk -F'|' -v cfgs="$CONFIGS" '
+	FNR == 1 { fi++ }
+	{ split($4, f, " "); name = $1; cfg = $2; r = fi "." $3
+	  g[name, cfg, r] = f[1]; fair[name, cfg, r] = f[2]
+	  if (!((name, r) in hasrun)) { hasrun[name, r] = 1; runs[name] = runs[name] " " r }
+	  if (!(name in seen)) { seen[name] = 1; order[++no] = name } }
+	END {
+	  nc = split(cfgs, cf, " ")
+	  for (i = 1; i <= no; i++) {
+		n = order[i]; line = "| " n " goodput |"; line2 = "| " n " fairness |"
+		nr = split(runs[n], rl, " ")
+		for (j = 1; j <= nc; j++) {
+			s = 0; w = 1e9; fs = 0; fw = 0; k = 0
+			for (q = 1; q <= nr; q++) { r = rl[q]
+				if (!((n, cf[j], r) in g) || !g[n, "oracle", r]) continue
+				x = cf[j] == "oracle" ? g[n, "oracle", r] / 1e6 : g[n, cf[j], r] / g[n, "oracle", r]
+				s += x; if (x < w) w = x; k++
+				fs += fair[n, cf[j], r]; if (fair[n, cf[j], r] > fw) fw = fair[n, cf[j], r]
+			}
+			if (!k) { line = line " - |"; line2 = line2 " - |"; continue }
+			line = line sprintf(cf[j] == "oracle" ? " %.1f (%.1f) |" : " %.3f (%.3f) |", s / k, w)
+			line2 = line2 sprintf(" %.2f (%.2f) |", fs / k, fw)
+		}
+		print line; print line2 } }' "$@"
+}
+
+header() {
+	echo "| scenario | oracle | kernel (prob=0) | prob=20 mode=0 | prob=20 mode=1 | memory (p20m1, revert_pct=$RH_REVERT) |"
+	echo "|---|---|---|---|---|---|"
+}
+
+# POOL="results/rehash-raw-A.txt results/rehash-raw-B.txt": only the table,
+# pooled over earlier runs' raw files.
+if [ -n "${POOL:-}" ]; then
+	header
+	table $POOL
+	return 0 2>/dev/null || exit 0
+fi
+
 make_cgroup
 if [ "${SCENARIOS:-}" = cost ]; then
 	echo "## rehash: per-ACK cost ($SECS s per flow)"
@@ -164,29 +207,8 @@ echo "configurations interleaved, fresh connections each run."
 echo "goodput = the cgroup's goodput / the oracle's in the same round; fairness = fastest /"
 echo "slowest of the cgroup's flows. mean (worst) over runs. oracle goodput in Mbit/s."
 echo
-echo "| scenario | oracle | kernel (prob=0) | prob=20 mode=0 | prob=20 mode=1 | memory (p20m1, revert_pct=$RH_REVERT) |"
-echo "|---|---|---|---|---|---|"
-awk -F'|' -v cfgs="$CONFIGS" '
-	{ split($4, f, " "); name = $1; cfg = $2; r = $3
-	  g[name, cfg, r] = f[1]; fair[name, cfg, r] = f[2]; runs[name] = r > runs[name] ? r : runs[name]
-	  if (!(name in seen)) { seen[name] = 1; order[++no] = name } }
-	END {
-	  nc = split(cfgs, cf, " ")
-	  for (i = 1; i <= no; i++) {
-		n = order[i]; line = "| " n " goodput |"; line2 = "| " n " fairness |"
-		for (j = 1; j <= nc; j++) {
-			s = 0; w = 1e9; fs = 0; fw = 0; k = 0
-			for (r = 1; r <= runs[n]; r++) {
-				if (!((n, cf[j], r) in g) || !g[n, "oracle", r]) continue
-				x = cf[j] == "oracle" ? g[n, "oracle", r] / 1e6 : g[n, cf[j], r] / g[n, "oracle", r]
-				s += x; if (x < w) w = x; k++
-				fs += fair[n, cf[j], r]; if (fair[n, cf[j], r] > fw) fw = fair[n, cf[j], r]
-			}
-			if (!k) { line = line " - |"; line2 = line2 " - |"; continue }
-			line = line sprintf(cf[j] == "oracle" ? " %.1f (%.1f) |" : " %.3f (%.3f) |", s / k, w)
-			line2 = line2 sprintf(" %.2f (%.2f) |", fs / k, fw)
-		}
-		print line; print line2 } }' "$TMP/rh.raw"
+header
+table "$TMP/rh.raw"
 echo
 echo "rehash counters over the whole benchmark: $(sp_json '.modules.rehash | del(.connections, .windows) | tostring')"
 echo
