@@ -9,10 +9,36 @@
  * Decisions, in order of the callbacks:
  *  RETRANS_CB  first retransmission of a non-RTO recovery episode: with
  *              probability prob, rehash now if safe, else mark the socket.
- *  RTT_CB      (every ACK with an RTT sample) apply a pending rehash once
- *              safe; count congested rounds.
+ *  RTT_CB      (every ACK with an RTT sample, but only while switched on,
+ *              see below) apply a pending rehash once safe; measure the new
+ *              path (path memory); count congested rounds.
  *  RTO_CB      the kernel rehashes by itself right after this callback:
  *              cancel what is pending, note the RTO (mode 0, pause).
+ *  STATE_CB    count the bytes a closing socket delivered (status: RTT
+ *              callbacks per MB).
+ *
+ * Zero steady-state cost. RTT_CB runs on every ACK of a socket that has it
+ * (291-375 ns each in this program when it was always on). rehash switches it
+ * on only while it has something to do per ACK: a deferred rehash or revert
+ * waiting to be safe, or a path-memory window open; the rounds trigger
+ * (off by default) measures every round and keeps it on. The flag word is
+ * per socket and shared by every module (pmtu asks for RTT_CB at
+ * establishment), so rehash clears only a bit it set itself: own_rtt
+ * remembers whether RTT_CB was off when rehash switched it on. That holds as
+ * long as other modules ask for RTT_CB only at establishment (pmtu does),
+ * before rehash can own it: a module that set it later, while rehash owns
+ * it, would lose it when rehash clears it.
+ *
+ * Path memory (revert_pct > 0). A random rehash lands on a busy path as
+ * often as on a free one; a flow alone on its path loses packets at its own
+ * queue and moves into a collision. So each applied rehash opens a window:
+ * one srtt of warm-up (what is acked then was sent on the old path), then
+ * probe_rtts srtt of measurement. If the new path delivered less than
+ * revert_pct % of the old path's rate (measured since the previous episode,
+ * at no per-ACK cost, from bytes_acked) and its queueing delay (srtt -
+ * min_rtt) is not clearly lower than the old one's (a lower rate with a
+ * draining queue is the congestion window's cut, not a busier path), the
+ * flow returns to its old txhash, reordering-safe like any rehash.
  *
  * "Safe" (the question the reviewer asked of the patch): a path change can let
  * segments sent on the new path overtake those still in flight on the old
@@ -42,6 +68,7 @@
 char LICENSE[] SEC("license") = "GPL";
 
 #define NSEC_PER_MSEC	1000000ULL
+#define TCP_CLOSE	7
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -64,13 +91,44 @@ struct {
 	__type(value, struct sp_rehash_conn);
 } rehash_conns SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SP_RH_WINLOG);
+	__type(key, __u32);
+	__type(value, struct sp_rehash_window);
+} rehash_windows SEC(".maps");
+
+/* Next sequence number of rehash_windows (a racy slot choice is harmless). */
+__u64 window_seq = 0;
+
+/* What a pending decision (want) will write once safe. */
+#define WANT_REHASH	1	/* a fresh random txhash */
+#define WANT_REVERT	2	/* back to old_hash (path memory) */
+
+/* Path-memory window phases. */
+#define WIN_WARM	1	/* first srtt after the switch: old path's data acked */
+#define WIN_MEASURE	2	/* measuring the new path */
+
 /* Per-socket state; freed with the socket. */
 struct sk_state {
 	__u32 episode;		/* tp->retrans_stamp of the last episode decided */
-	__u8 want;		/* rehash decided, waiting until safe */
+	__u8 want;		/* WANT_*: decided, waiting until safe */
 	__u8 had_rto;
+	__u8 own_rtt;		/* RTT_CB was switched on by rehash (and only then cleared) */
+	__u8 win;		/* WIN_*: path-memory window phase; 0 = none */
+	__u8 rounds_on;		/* rounds trigger on (cfg at the last decision point) */
+	__u8 memory_on;		/* path memory on for the pending rehash */
 	__u16 congested_rounds;
 	__u32 round_retrans;	/* total_retrans at the start of the round */
+	__u32 old_hash;		/* txhash before the last rehash: the revert target */
+	__u32 old_qdelay_us;	/* old path: srtt - min_rtt at the decision */
+	__u64 old_rate;		/* old path: bytes per ms since mark; 0 = unknown */
+	__u64 mark_bytes;	/* bytes_acked when the current path's measurement began */
+	__u64 mark_ns;
+	__u64 win_bytes;	/* bytes_acked at the start of WIN_MEASURE */
+	__u64 win_start_ns;
+	__u64 win_end_ns;	/* end of the current window phase */
+	__u64 bytes_counted;	/* bytes_acked already added to SP_RH_BYTES */
 	__u64 round_end_ns;
 	__u64 pause_until_ns;
 	__u64 want_since_ns;
@@ -85,7 +143,7 @@ struct {
 
 /* The config as the programs may use it: out-of-range values clamped. */
 struct cfg {
-	__u32 prob, mode, rounds, delay_pct, defer_rtts;
+	__u32 prob, mode, rounds, delay_pct, defer_rtts, revert_pct, probe_rtts;
 	__u64 pause_ns;
 };
 
@@ -102,6 +160,8 @@ static __always_inline void read_cfg(struct cfg *c)
 	c->delay_pct = m.delay_pct;
 	c->pause_ns = m.pause_ms * NSEC_PER_MSEC;
 	c->defer_rtts = m.defer_rtts;
+	c->revert_pct = m.revert_pct;
+	c->probe_rtts = m.probe_rtts;
 }
 
 static __always_inline void conn_key(const struct bpf_sock_ops *skops,
@@ -135,6 +195,71 @@ static __always_inline struct sp_rehash_conn *conn_get(const struct bpf_sock_ops
 	return bpf_map_lookup_elem(&rehash_conns, &k);
 }
 
+/*
+ * RTT_CB on while there is per-ACK work, off (if rehash switched it on)
+ * when there is none. Called after every change of want / win / rounds_on.
+ */
+static __always_inline void rtt_cb_update(struct bpf_sock_ops *skops, struct sk_state *s)
+{
+	__u32 cur = skops->bpf_sock_ops_cb_flags;
+	bool need = s->want || s->win || s->rounds_on;
+
+	if (need && !(cur & BPF_SOCK_OPS_RTT_CB_FLAG)) {
+		if (!bpf_sock_ops_cb_flags_set(skops, cur | BPF_SOCK_OPS_RTT_CB_FLAG)) {
+			s->own_rtt = 1;
+			sp_count(&rehash_ctr, SP_RH_RTT_ON, 1);
+		}
+	} else if (!need && s->own_rtt) {
+		/* Only the bit rehash set: another module may have asked for
+		 * other callbacks meanwhile, and they stay. */
+		if (cur & BPF_SOCK_OPS_RTT_CB_FLAG)
+			bpf_sock_ops_cb_flags_set(skops, cur & ~BPF_SOCK_OPS_RTT_CB_FLAG);
+		s->own_rtt = 0;
+	}
+}
+
+/* Bytes delivered since the last call go to SP_RH_BYTES (per MB in status). */
+static __always_inline void count_bytes(const struct bpf_sock_ops *skops, struct sk_state *s)
+{
+	__u64 acked = skops->bytes_acked;
+
+	if (acked > s->bytes_counted) {
+		sp_count(&rehash_ctr, SP_RH_BYTES, acked - s->bytes_counted);
+		s->bytes_counted = acked;
+	}
+}
+
+/* Start measuring the current path's delivery from here. */
+static __always_inline void mark_path(const struct bpf_sock_ops *skops, struct sk_state *s,
+				      __u64 now)
+{
+	s->mark_bytes = skops->bytes_acked;
+	s->mark_ns = now;
+}
+
+static __always_inline __u32 srtt_us(const struct bpf_sock_ops *skops)
+{
+	return skops->srtt_us >> 3;
+}
+
+static __always_inline __u32 qdelay_us(const struct bpf_sock_ops *skops)
+{
+	__u32 srtt = srtt_us(skops), min_rtt = skops->rtt_min;
+
+	return srtt > min_rtt ? srtt - min_rtt : 0;
+}
+
+/* Bytes per ms delivered since (bytes, ns); 0 when the span is too short. */
+static __always_inline __u64 rate_since(const struct bpf_sock_ops *skops, __u64 bytes,
+					__u64 ns, __u64 now, __u64 min_span_ns)
+{
+	__u64 span = now - ns;
+
+	if (!ns || span < min_span_ns || span < 1000 || skops->bytes_acked < bytes)
+		return 0;
+	return (skops->bytes_acked - bytes) * NSEC_PER_MSEC / span;
+}
+
 static __always_inline bool safe_now(const struct bpf_sock_ops *skops)
 {
 	struct bpf_sock *bsk = skops->sk;
@@ -148,34 +273,65 @@ static __always_inline bool safe_now(const struct bpf_sock_ops *skops)
 	return skops->packets_out - skops->sacked_out - skops->lost_out < tp->reordering;
 }
 
-static __always_inline void rehash(struct bpf_sock_ops *skops, struct sk_state *s)
+/* Write the pending decision (s->want) now. */
+static __always_inline void apply(struct bpf_sock_ops *skops, struct sk_state *s, __u64 now)
 {
-	__u32 h = bpf_get_prandom_u32();
-	struct sp_rehash_conn *c;
+	__u32 h = bpf_get_prandom_u32(), cur = skops->sk_txhash;
+	struct sp_rehash_conn *c = conn_get(skops);
+	bool revert = s->want == WANT_REVERT;
 
-	/* 0 means "no hash yet" to the stack, which would compute its own. */
-	if (!h || h == skops->sk_txhash)
-		h = h * 2654435761u + 1 ?: 1;
+	if (revert && s->old_hash) {
+		h = s->old_hash;
+		sp_count(&rehash_ctr, SP_RH_REVERT_DONE, 1);
+		if (c)
+			__sync_fetch_and_add(&c->reverts, 1);
+	} else {
+		/* 0 means "no hash yet" to the stack, which would compute its own. */
+		if (!h || h == cur)
+			h = h * 2654435761u + 1 ?: 1;
+		if (c)
+			__sync_fetch_and_add(&c->rehashes, 1);
+		s->old_hash = cur;
+	}
 	skops->sk_txhash = h;
 	s->want = 0;
-	c = conn_get(skops);
-	if (c) {
-		__sync_fetch_and_add(&c->rehashes, 1);
+	if (c)
 		c->txhash = h;
+	mark_path(skops, s, now);
+	/* A revert goes back to a path measured before: no window for it. */
+	if (!revert && s->memory_on && s->old_rate) {
+		s->win = WIN_WARM;
+		s->win_end_ns = now + (__u64)(srtt_us(skops) ?: 1000) * 1000;
 	}
 }
 
-/* Rehash at once if safe, else leave it to a later ACK. */
-static __always_inline void rehash_when_safe(struct bpf_sock_ops *skops, struct sk_state *s)
+/* Apply at once if safe, else leave it to a later ACK (RTT_CB on). */
+static __always_inline void decide(struct bpf_sock_ops *skops, struct sk_state *s, __u8 what,
+				   __u64 now)
 {
+	s->want = what;
 	if (safe_now(skops)) {
-		rehash(skops, s);
-		sp_count(&rehash_ctr, SP_RH_NOW, 1);
+		if (what == WANT_REHASH)
+			sp_count(&rehash_ctr, SP_RH_NOW, 1);
+		apply(skops, s, now);
 	} else {
-		s->want = 1;
-		s->want_since_ns = bpf_ktime_get_ns();
-		sp_count(&rehash_ctr, SP_RH_DEFERRED, 1);
+		s->want_since_ns = now;
+		if (what == WANT_REHASH)
+			sp_count(&rehash_ctr, SP_RH_DEFERRED, 1);
 	}
+}
+
+/* A balancing rehash: note the old path's delivery and delay first. */
+static __always_inline void decide_rehash(struct bpf_sock_ops *skops, struct sk_state *s,
+					  const struct cfg *c, __u64 now)
+{
+	__u64 srtt_ns = (__u64)srtt_us(skops) * 1000;
+
+	s->memory_on = c->revert_pct != 0;
+	/* At least 2 srtt of history, or the old rate is noise: no window. */
+	s->old_rate = rate_since(skops, s->mark_bytes, s->mark_ns, now, 2 * srtt_ns);
+	s->old_qdelay_us = qdelay_us(skops);
+	decide(skops, s, WANT_REHASH, now);
 }
 
 static __always_inline __u8 ca_state(const struct bpf_sock_ops *skops)
@@ -189,12 +345,12 @@ static __always_inline __u8 ca_state(const struct bpf_sock_ops *skops)
 	return BPF_CORE_READ_BITFIELD_PROBED(&tp->inet_conn, icsk_ca_state);
 }
 
-static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_state *s,
-				       const struct cfg *c)
+static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_state *s, __u64 now)
 {
 	struct bpf_sock *bsk = skops->sk;
 	struct sp_rehash_conn *conn;
 	struct tcp_sock *tp;
+	struct cfg cf, *c = &cf;
 	__u32 episode;
 
 	sp_count(&rehash_ctr, SP_RH_RETRANS, 1);
@@ -214,18 +370,77 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 		return;
 	s->episode = episode;
 	sp_count(&rehash_ctr, SP_RH_EPISODES, 1);
+	count_bytes(skops, s);
+	/* Only now: most retransmissions belong to an episode already decided. */
+	read_cfg(c);
 	conn = conn_get(skops);
 	if (conn)
 		__sync_fetch_and_add(&conn->episodes, 1);
+	/* A change of the rounds tunable reaches running sockets here. */
+	s->rounds_on = c->rounds != 0;
+	if (s->win || s->want) {
+		/* The new path is being measured (losses there are part of
+		 * the measurement), or a decision is still pending. */
+		sp_count(&rehash_ctr, SP_RH_SUP_WINDOW, 1);
+		return;
+	}
 	if (s->had_rto && !c->mode) {
 		sp_count(&rehash_ctr, SP_RH_SUP_MODE, 1);
-		return;
+		goto out;
 	}
 	if (bpf_get_prandom_u32() % 100 >= c->prob) {
 		sp_count(&rehash_ctr, SP_RH_SUP_PROB, 1);
+		goto out;
+	}
+	decide_rehash(skops, s, c, now);
+	return;
+out:
+	/* The old-path rate is measured from episode to episode: each one
+	 * ends a stretch of the path's steady state. */
+	mark_path(skops, s, now);
+}
+
+/* Path memory: advance the window; at its end, keep the new path or revert. */
+static __always_inline void on_window(struct bpf_sock_ops *skops, struct sk_state *s,
+				      const struct cfg *c, __u64 now)
+{
+	__u64 srtt_ns = (__u64)(srtt_us(skops) ?: 1000) * 1000, new_rate, seq;
+	struct sp_rehash_window *w;
+	__u32 q, slot;
+	bool worse;
+
+	if (now < s->win_end_ns)
+		return;
+	if (s->win == WIN_WARM) {
+		s->win = WIN_MEASURE;
+		s->win_bytes = skops->bytes_acked;
+		s->win_start_ns = now;
+		s->win_end_ns = now + c->probe_rtts * srtt_ns;
 		return;
 	}
-	rehash_when_safe(skops, s);
+	s->win = 0;
+	sp_count(&rehash_ctr, SP_RH_WINDOWS, 1);
+	new_rate = rate_since(skops, s->win_bytes, s->win_start_ns, now, 0);
+	q = qdelay_us(skops);
+	/* The new path's delivery counts from its window on. */
+	s->mark_bytes = s->win_bytes;
+	s->mark_ns = s->win_start_ns;
+	worse = new_rate * 100 < s->old_rate * c->revert_pct && (__u64)q * 2 >= s->old_qdelay_us;
+	seq = __sync_fetch_and_add(&window_seq, 1) + 1;
+	slot = seq % SP_RH_WINLOG;
+	w = bpf_map_lookup_elem(&rehash_windows, &slot);
+	if (w) {
+		w->seq = seq;
+		w->old_rate = s->old_rate;
+		w->new_rate = new_rate;
+		w->old_qdelay_us = s->old_qdelay_us;
+		w->new_qdelay_us = q;
+		w->reverted = worse;
+	}
+	if (!worse)
+		return;
+	sp_count(&rehash_ctr, SP_RH_REVERT, 1);
+	decide(skops, s, WANT_REVERT, now);
 }
 
 /*
@@ -235,27 +450,12 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
  * row, rehash, unless an RTO happened less than pause_ms ago (the kernel has
  * just moved the flow; give the new path time).
  */
-static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *s,
-				   const struct cfg *c)
+static __always_inline void on_rounds(struct bpf_sock_ops *skops, struct sk_state *s,
+				      const struct cfg *c, __u64 now)
 {
-	__u64 now = bpf_ktime_get_ns();
-	__u32 srtt = skops->srtt_us >> 3, min_rtt = skops->rtt_min;
+	__u32 srtt = srtt_us(skops), min_rtt = skops->rtt_min;
 	bool congested;
 
-	if (s->want) {
-		if (safe_now(skops)) {
-			rehash(skops, s);
-			sp_count(&rehash_ctr, SP_RH_DEFERRED_DONE, 1);
-		} else if (c->defer_rtts &&
-			   now - s->want_since_ns >= (__u64)c->defer_rtts * srtt * 1000) {
-			/* A bulk flow keeps its window full: the flight rarely
-			 * drops below reordering. Waiting longer only keeps it on
-			 * the congested path; pay a window of possible reordering
-			 * (undone by DSACK) instead. */
-			rehash(skops, s);
-			sp_count(&rehash_ctr, SP_RH_DEFERRED_FORCED, 1);
-		}
-	}
 	if (!c->rounds || now < s->round_end_ns)
 		return;
 	congested = skops->total_retrans != s->round_retrans ||
@@ -266,7 +466,7 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 		s->congested_rounds = 0;
 		return;
 	}
-	if (++s->congested_rounds < c->rounds || s->want)
+	if (++s->congested_rounds < c->rounds || s->want || s->win)
 		return;
 	s->congested_rounds = 0;
 	if (now < s->pause_until_ns) {
@@ -278,7 +478,44 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 		return;
 	}
 	sp_count(&rehash_ctr, SP_RH_ROUNDS, 1);
-	rehash_when_safe(skops, s);
+	decide_rehash(skops, s, c, now);
+}
+
+static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *s, __u64 now)
+{
+	struct cfg c;
+
+	sp_count(&rehash_ctr, SP_RH_RTT_CBS, 1);
+	/* RTT_CB may be on for another module (pmtu): leave at once when
+	 * rehash has nothing to do on this ACK. */
+	if (!s->want && !s->win && !s->rounds_on) {
+		rtt_cb_update(skops, s);
+		return;
+	}
+	read_cfg(&c);
+	s->rounds_on = c.rounds != 0;
+	if (s->want) {
+		bool revert = s->want == WANT_REVERT;
+
+		if (safe_now(skops)) {
+			if (!revert)
+				sp_count(&rehash_ctr, SP_RH_DEFERRED_DONE, 1);
+			apply(skops, s, now);
+		} else if (c.defer_rtts &&
+			   now - s->want_since_ns >= (__u64)c.defer_rtts * srtt_us(skops) * 1000) {
+			/* A bulk flow keeps its window full: the flight rarely
+			 * drops below reordering. Waiting longer only keeps it on
+			 * the congested path; pay a window of possible reordering
+			 * (undone by DSACK) instead. */
+			if (!revert)
+				sp_count(&rehash_ctr, SP_RH_DEFERRED_FORCED, 1);
+			apply(skops, s, now);
+		}
+	} else if (s->win) {
+		on_window(skops, s, &c, now);
+	}
+	on_rounds(skops, s, &c, now);
+	rtt_cb_update(skops, s);
 }
 
 SEC("sockops")
@@ -288,6 +525,7 @@ int sp_rehash(struct bpf_sock_ops *skops)
 	struct sp_rehash_conn *conn;
 	struct sk_state *s;
 	struct cfg c;
+	__u64 now;
 
 	switch (skops->op) {
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
@@ -295,37 +533,55 @@ int sp_rehash(struct bpf_sock_ops *skops)
 		if (!bsk)
 			return 1;
 		/* Storage now, so the hot callbacks never allocate. */
-		bpf_sk_storage_get(&rehash_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+		s = bpf_sk_storage_get(&rehash_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+		if (!s)
+			return 1;
+		/* No RTT_CB here: it is asked for when there is per-ACK work. */
 		sp_cb_flags_or(skops, BPF_SOCK_OPS_RETRANS_CB_FLAG | BPF_SOCK_OPS_RTO_CB_FLAG |
-				      BPF_SOCK_OPS_RTT_CB_FLAG);
+				      BPF_SOCK_OPS_STATE_CB_FLAG);
+		read_cfg(&c);
+		s->rounds_on = c.rounds != 0;
+		mark_path(skops, s, bpf_ktime_get_ns());
+		rtt_cb_update(skops, s);
 		return 1;
 	case BPF_SOCK_OPS_RETRANS_CB:
 	case BPF_SOCK_OPS_RTT_CB:
 	case BPF_SOCK_OPS_RTO_CB:
+	case BPF_SOCK_OPS_STATE_CB:
 		break;
 	default:
 		return 1;
 	}
 	if (!bsk || !(s = bpf_sk_storage_get(&rehash_sk, bsk, NULL, 0)))
 		return 1;	/* not a socket this program set up */
-	read_cfg(&c);
+	now = bpf_ktime_get_ns();
 	switch (skops->op) {
-	case BPF_SOCK_OPS_RETRANS_CB:
-		on_retrans(skops, s, &c);
-		break;
 	case BPF_SOCK_OPS_RTT_CB:
-		on_rtt(skops, s, &c);
-		break;
-	case BPF_SOCK_OPS_RTO_CB:
+		on_rtt(skops, s, now);
+		return 1;
+	case BPF_SOCK_OPS_STATE_CB:
+		/* args[1] is the new state: a closed socket delivers no more. */
+		if (skops->args[1] == TCP_CLOSE)
+			count_bytes(skops, s);
+		return 1;
+	}
+	if (skops->op == BPF_SOCK_OPS_RETRANS_CB) {
+		on_retrans(skops, s, now);
+	} else {
+		read_cfg(&c);
 		sp_count(&rehash_ctr, SP_RH_RTO, 1);
 		s->had_rto = 1;
+		/* The kernel moves the flow itself now: what was pending or being
+		 * measured refers to a path it is leaving. */
 		s->want = 0;
+		s->win = 0;
 		s->congested_rounds = 0;
-		s->pause_until_ns = bpf_ktime_get_ns() + c.pause_ns;
+		s->pause_until_ns = now + c.pause_ns;
+		mark_path(skops, s, now);
 		conn = conn_get(skops);
 		if (conn)
 			__sync_fetch_and_add(&conn->rtos, 1);
-		break;
 	}
+	rtt_cb_update(skops, s);
 	return 1;
 }

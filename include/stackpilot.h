@@ -76,6 +76,13 @@ enum sp_rehash_ctr {
 	SP_RH_LOSS_STATE,	/* retransmissions in TCP_CA_Loss (post-RTO): ignored */
 	SP_RH_RTO,		/* RTOs seen */
 	SP_RH_ROUNDS,		/* rehashes decided by the congested-rounds trigger */
+	SP_RH_RTT_CBS,		/* RTT (per-ACK) callbacks run for the module's sockets */
+	SP_RH_BYTES,		/* bytes delivered (bytes_acked) by the module's sockets */
+	SP_RH_RTT_ON,		/* times rehash switched RTT callbacks on for a socket */
+	SP_RH_WINDOWS,		/* path-memory windows closed (new path measured) */
+	SP_RH_REVERT,		/* windows that found the new path worse: revert decided */
+	SP_RH_REVERT_DONE,	/* reverts applied (back to the old txhash) */
+	SP_RH_SUP_WINDOW,	/* episodes not decided: a path-memory window was open */
 	SP_RH_NR,
 };
 
@@ -91,7 +98,11 @@ enum sp_rehash_ctr {
 	X(ctx, pause_ms, 0, 600000, 2000, SP_OOR_CLAMP, \
 	  "no rounds-trigger rehash for this long after an RTO") \
 	X(ctx, defer_rtts, 0, 1000, 2, SP_OOR_CLAMP, \
-	  "apply a deferred rehash after this many srtt even if unsafe; 0 = wait")
+	  "apply a deferred rehash after this many srtt even if unsafe; 0 = wait") \
+	X(ctx, revert_pct, 0, 100, 0, SP_OOR_CLAMP, \
+	  "path memory: revert a rehash if the new path delivers < this % of the old; 0 = off") \
+	X(ctx, probe_rtts, 1, 100, 16, SP_OOR_CLAMP, \
+	  "path memory: measure the new path for this many srtt (after one srtt of warm-up)")
 
 struct sp_rehash_cfg {
 	SP_REHASH_TUNABLES(SP_CFG_FIELD, _)
@@ -107,11 +118,24 @@ struct sp_rehash_conn_key {
 	__u16 dport;
 };
 
+/* The last SP_RH_WINLOG path-memory windows (a ring; status shows them). */
+#define SP_RH_WINLOG	64
+struct sp_rehash_window {
+	__u64 seq;		/* 1, 2, ... in the order written; 0 = empty slot */
+	__u32 old_rate;		/* old path, bytes per ms since the previous episode */
+	__u32 new_rate;		/* new path, bytes per ms over the window */
+	__u32 old_qdelay_us;	/* srtt - min_rtt at the decision */
+	__u32 new_qdelay_us;	/* srtt - min_rtt at the window's end */
+	__u32 reverted;
+	__u32 pad;
+};
+
 struct sp_rehash_conn {
 	__u32 rehashes;
 	__u32 episodes;
 	__u32 txhash;		/* last value written */
 	__u32 rtos;
+	__u32 reverts;		/* path memory: returns to the previous txhash */
 };
 
 /* ---- fragguard: per-peer IP fragment memory control --------------------- */

@@ -58,6 +58,10 @@ static const char *const names[SP_RH_NR] = {
 	[SP_RH_SUP_MODE] = "suppressed_mode", [SP_RH_SUP_PAUSE] = "suppressed_pause",
 	[SP_RH_SUP_PROB] = "suppressed_prob", [SP_RH_LOSS_STATE] = "retrans_in_loss",
 	[SP_RH_RTO] = "rto", [SP_RH_ROUNDS] = "rounds_trigger",
+	[SP_RH_RTT_CBS] = "rtt_callbacks", [SP_RH_BYTES] = "bytes_delivered",
+	[SP_RH_RTT_ON] = "rtt_cb_switched_on", [SP_RH_WINDOWS] = "memory_windows",
+	[SP_RH_REVERT] = "memory_revert_decided", [SP_RH_REVERT_DONE] = "memory_reverted",
+	[SP_RH_SUP_WINDOW] = "suppressed_pending",
 };
 
 static void conn_addrs(const struct sp_rehash_conn_key *k, char *s, char *d)
@@ -88,6 +92,7 @@ static void print_conns_json(const struct sp_rehash_conn_key *k, const struct sp
 		sp_json_key(&j, "rehashes"), sp_json_u64(&j, v[i].rehashes);
 		sp_json_key(&j, "episodes"), sp_json_u64(&j, v[i].episodes);
 		sp_json_key(&j, "rtos"), sp_json_u64(&j, v[i].rtos);
+		sp_json_key(&j, "reverts"), sp_json_u64(&j, v[i].reverts);
 		sp_json_key(&j, "txhash"), sp_json_u64(&j, v[i].txhash);
 		sp_json_end_object(&j);
 	}
@@ -107,7 +112,7 @@ static void print_conns(const char *pin_dir, FILE *out, bool json)
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		k = next;
 		prev = &k;
-		if (bpf_map_lookup_elem(fd, &k, &v) || !(v.rehashes | v.episodes | v.rtos))
+		if (bpf_map_lookup_elem(fd, &k, &v) || !(v.rehashes | v.episodes | v.rtos | v.reverts))
 			continue;
 		int i = n < 10 ? n++ : 9;
 
@@ -131,15 +136,85 @@ static void print_conns(const char *pin_dir, FILE *out, bool json)
 		char s[INET6_ADDRSTRLEN], d[INET6_ADDRSTRLEN];
 
 		conn_addrs(&top_k[i], s, d);
-		fprintf(out, "    %s.%u > %s.%u rehashes %u episodes %u rtos %u\n", s,
-			top_k[i].sport, d, top_k[i].dport, top_v[i].rehashes,
+		fprintf(out, "    %s.%u > %s.%u rehashes %u reverts %u episodes %u rtos %u\n", s,
+			top_k[i].sport, d, top_k[i].dport, top_v[i].rehashes, top_v[i].reverts,
 			top_v[i].episodes, top_v[i].rtos);
 	}
+}
+
+/*
+ * The per-ACK price: RTT callbacks the module's sockets ran per MB they
+ * delivered (bytes are counted at episodes and when a socket closes, so a
+ * long flow still running shows up late).
+ */
+static void print_cost(const char *pin_dir, FILE *out, bool json)
+{
+	int fd = sp_open_pinned(pin_dir, "rehash_ctr");
+	__u64 cbs = 0, bytes = 0;
+	struct sp_json j;
+	double per_mb;
+
+	if (fd < 0)
+		return;
+	if (sp_sum_percpu(fd, SP_RH_RTT_CBS, &cbs) || sp_sum_percpu(fd, SP_RH_BYTES, &bytes))
+		cbs = bytes = 0;
+	close(fd);
+	per_mb = bytes ? (double)cbs * 1e6 / (double)bytes : 0;
+	if (!json) {
+		fprintf(out, "  %-22s %.1f\n", "rtt_callbacks_per_mb", per_mb);
+		return;
+	}
+	sp_json_init_member(&j, out);
+	sp_json_key(&j, "rtt_callbacks_per_mb"), sp_json_double(&j, per_mb);
+}
+
+/* The last path-memory windows, oldest first: why flows kept or reverted. */
+static void print_windows(const char *pin_dir, FILE *out, bool json)
+{
+	int fd = sp_open_pinned(pin_dir, "rehash_windows"), n = 0;
+	struct sp_rehash_window w[SP_RH_WINLOG], t;
+	struct sp_json j;
+
+	if (fd < 0)
+		return;
+	for (__u32 k = 0; k < SP_RH_WINLOG; k++) {
+		if (bpf_map_lookup_elem(fd, &k, &t) || !t.seq)
+			continue;
+		int i = n++;
+
+		for (; i > 0 && w[i - 1].seq > t.seq; i--)
+			w[i] = w[i - 1];
+		w[i] = t;
+	}
+	close(fd);
+	if (json) {
+		sp_json_init_member(&j, out);
+		sp_json_key(&j, "windows");
+		sp_json_begin_array(&j);
+		for (int i = 0; i < n; i++) {
+			sp_json_begin_object(&j);
+			sp_json_key(&j, "old_rate_kBps"), sp_json_u64(&j, w[i].old_rate);
+			sp_json_key(&j, "new_rate_kBps"), sp_json_u64(&j, w[i].new_rate);
+			sp_json_key(&j, "old_qdelay_us"), sp_json_u64(&j, w[i].old_qdelay_us);
+			sp_json_key(&j, "new_qdelay_us"), sp_json_u64(&j, w[i].new_qdelay_us);
+			sp_json_key(&j, "reverted"), sp_json_u64(&j, w[i].reverted);
+			sp_json_end_object(&j);
+		}
+		sp_json_end_array(&j);
+		return;
+	}
+	if (n)
+		fprintf(out, "  path-memory windows (old -> new path, kB/s and queueing us; last %d):\n", n);
+	for (int i = n > 8 ? n - 8 : 0; i < n; i++)
+		fprintf(out, "    %u -> %u kB/s, %u -> %u us%s\n", w[i].old_rate, w[i].new_rate,
+			w[i].old_qdelay_us, w[i].new_qdelay_us, w[i].reverted ? ", reverted" : "");
 }
 
 static void status(const char *pin_dir, FILE *out, bool json)
 {
 	sp_print_counters(pin_dir, "rehash_ctr", names, SP_RH_NR, out, json);
+	print_cost(pin_dir, out, json);
+	print_windows(pin_dir, out, json);
 	print_conns(pin_dir, out, json);
 }
 

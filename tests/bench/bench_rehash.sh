@@ -1,53 +1,93 @@
 # SPDX-License-Identifier: GPL-2.0
-# rehash: Brakmo's scenarios on the ECMP testbed, side by side per run.
-# Configurations (switched with `stackpilot set` between runs; run i of every
-# configuration is done before run i+1 of any, so drift hits all alike):
-#   kernel   prob=0: only the kernel's own RTO rehash
+# rehash: Brakmo's scenarios and issue 11's on the ECMP testbed, every result
+# as a ratio to the oracle measured in the same run.
+# Configurations (switched between runs; run i of every configuration is done
+# before run i+1 of any, so drift hits all alike):
+#   oracle   best static placement: R1 pins the flows one per path round-robin
+#            (policy routing, tests/lib_ecmp.sh ecmp_oracle); with a lossy
+#            path, all flows on the good one. prob=0, no kernel rehash.
+#   kernel   prob=0: only the kernel's own RTO rehash (stock Linux)
 #   p20m0    prob=20 mode=0 (the patch's default)
 #   p20m1    prob=20 mode=1
-#   rounds   prob=0, rounds trigger: rounds=RH_ROUNDS, delay_pct=150
-# Per run: aggregate goodput as a fraction of capacity, and fairness =
-# fastest / slowest flow. Capacity = paths x the tbf rate (a path that drops
-# half its packets counts 0). TCP/IP headers cost ~4%, so ~0.96 is full.
+#   memory   prob=20 mode=1 with path memory (revert_pct=RH_REVERT)
+# Per run: goodput of the cgroup's flows / the oracle's goodput in the same
+# round, and fairness = fastest / slowest of the cgroup's flows.
+# The machine this was written on is small and shared: RUNS and SECS default
+# to 3 x 8 s (the issue asks for 10 runs, 30 s for fairness): say so beside
+# any number.
 source "$ROOT/tests/lib_ecmp.sh"
-RUNS=${RUNS:-10}
+RUNS=${RUNS:-3}
 SECS=${SECS:-8}
-RATE_MBIT=${RATE_MBIT:-100}
-RATE=${RATE_MBIT}mbit
-RH_ROUNDS=${RH_ROUNDS:-8}
-CONFIGS="kernel p20m0 p20m1 rounds"
+RH_REVERT=${RH_REVERT:-85}
+CONFIGS=${CONFIGS:-"oracle kernel p20m0 p20m1 memory"}
+LOSSY=
+CROSS=
+FAMILY=6
 
 set_config() {
+	local sets
 	case $1 in
-	kernel) "$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=0 rehash.rounds=0 ;;
-	p20m0) "$SP" set --pin-path "$PIN" rehash.prob=20 rehash.mode=0 rehash.rounds=0 ;;
-	p20m1) "$SP" set --pin-path "$PIN" rehash.prob=20 rehash.mode=1 rehash.rounds=0 ;;
-	rounds) "$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=1 rehash.rounds=$RH_ROUNDS ;;
-	esac >/dev/null || fail "set $1"
+	oracle|kernel) sets="rehash.prob=0 rehash.mode=0 rehash.revert_pct=0" ;;
+	p20m0) sets="rehash.prob=20 rehash.mode=0 rehash.revert_pct=0" ;;
+	p20m1) sets="rehash.prob=20 rehash.mode=1 rehash.revert_pct=0" ;;
+	memory) sets="rehash.prob=20 rehash.mode=1 rehash.revert_pct=$RH_REVERT" ;;
+	esac
+	"$SP" set --pin-path "$PIN" $sets >/dev/null || fail "set $1"
+	if [ "$1" != oracle ]; then
+		ecmp_oracle off
+	elif [ -n "$LOSSY" ]; then
+		# Oracle with a lossy path 1: everything on path 0.
+		ecmp_oracle off
+		ip netns exec "$NS_S" sysctl -qw net.core.txrehash=0
+	else
+		ecmp_oracle on
+	fi
+	ip -n "$NS_R1" -6 rule del pref 950 2>/dev/null; ip -n "$NS_R1" -4 rule del pref 950 2>/dev/null
+	if [ "$1" = oracle ] && [ -n "$LOSSY" ]; then
+		ip -n "$NS_R1" -6 rule add ipproto tcp dport 5201 table 100 pref 950
+		ip -n "$NS_R1" -4 rule add ipproto tcp dport 5201 table 100 pref 950
+	fi
+	return 0
 }
 
 # One iperf3 run with N flows from the cgroup: prints "goodput_bps fairness".
+# With CROSS, a flow from outside the cgroup, pinned to path 0, runs alongside.
 run_flows() {
-	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t "$SECS" -P "$1" -J |
+	local dst=fd02::2 xp=
+	[ "$FAMILY" = 4 ] && dst=10.99.0.2
+	if [ -n "$CROSS" ]; then
+		ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5202 -t $((SECS + 1)) >/dev/null 2>&1 &
+		xp=$!
+		sleep 0.5
+	fi
+	in_cgroup ip netns exec "$NS_S" iperf3 -$FAMILY -c $dst -p 5201 -t "$SECS" -P "$1" -J |
 		jq -r '[.end.streams[].receiver.bits_per_second] as $b |
 			"\($b | add) \(($b | max) / ([($b | min), 1] | max))"'
+	[ -n "$xp" ] && wait "$xp"
 }
 
-scenario() { # scenario NAME PATHS FLOWS [lossy]
-	local name=$1 paths=$2 flows=$3 lossy=${4:-} cfg r cap=$(($2 * RATE_MBIT * 1000000))
+scenario() { # scenario NAME PATHS RATES FLOWS [lossy|cross|vxlan]
+	local name=$1 paths=$2 rates=$3 flows=$4 kind=${5:-} cfg r
 	cleanup_topo
-	ecmp_topo "$paths" "$RATE"
+	LOSSY= CROSS= FAMILY=6
+	ecmp_topo "$paths" "$rates"
 	ip netns exec "$NS_D" iperf3 -s -D -p 5201 >/dev/null || fail iperf3
-	sleep 0.2
-	if [ -n "$lossy" ]; then	# path 1 drops half of what R1 sends on it
+	case $kind in
+	lossy)	# path 1 drops half of what R1 sends on it
 		printf 'table inet sp {\n chain c_fwd {\n type filter hook forward priority 0;\n oifname "p1" numgen random mod 2 == 0 drop\n }\n}\n' |
 			ip netns exec "$NS_R1" nft -f - || fail "nft lossy path"
-		cap=$(((paths - 1) * RATE_MBIT * 1000000))
-	fi
+		LOSSY=1 ;;
+	cross)	ip netns exec "$NS_D" iperf3 -s -D -p 5202 >/dev/null || fail iperf3
+		ecmp_cross_pin 5202
+		CROSS=1 ;;
+	vxlan)	ecmp_vxlan
+		FAMILY=4 ;;
+	esac
+	sleep 0.2
 	for r in $(seq "$RUNS"); do
 		for cfg in $CONFIGS; do
 			set_config "$cfg"
-			echo "$name $cfg $cap $(run_flows "$flows")" >>"$TMP/rh.raw"
+			echo "$name|$cfg|$r|$(run_flows "$flows")" >>"$TMP/rh.raw"
 		done
 	done
 }
@@ -58,38 +98,118 @@ cleanup_topo() {
 	NETNS=()
 }
 
-make_cgroup
-sp_start --cgroup "$CG" --modules rehash
-: >"$TMP/rh.raw"
-scenario "2 paths, 2 flows" 2 2
-scenario "2 paths, 7 flows" 2 7
-scenario "3 paths, 6 flows" 3 6
-scenario "3 paths, 16 flows" 3 16
-scenario "2 paths (one drops 50%), 7 flows" 2 7 lossy
-cp "$TMP/rh.raw" "$ROOT/results/rehash-raw-$ID.txt" 2>/dev/null
+# The per-ACK price: one clean bulk flow over a veth pair (no loss), then 2
+# lossy flows on 2 x 100 Mbit/s (prob=20), each with a fresh stackpilot:
+# sp_rehash runs and run time per MB delivered, average per run, and RTT
+# callbacks per MB. For the numbers before issue 11, run it with SP_BUILD
+# pointing at a build of an older commit.
+cost() {
+	local b label
+	for label in clean lossy; do
+		cleanup_topo
+		if [ $label = clean ]; then
+			netns_pair
+			ip netns exec "$NS_B" iperf3 -s -D -p 5201 >/dev/null || fail iperf3
+		else
+			ecmp_topo 2 100mbit
+			ip netns exec "$NS_D" iperf3 -s -D -p 5201 >/dev/null || fail iperf3
+		fi
+		sp_start --cgroup "$CG" --modules rehash
+		sleep 0.3
+		if [ $label = clean ]; then
+			b=$(in_cgroup ip netns exec "$NS_A" iperf3 -c 10.77.0.2 -p 5201 -t "$SECS" -J)
+		else
+			b=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t "$SECS" -P 2 -J)
+		fi
+		b=$(echo "$b" | jq '.end.sum_received.bytes')
+		sp_ctl status --json | jq -r --arg l "$label" --argjson b "$b" '
+			(.modules.rehash | if .rtt_callbacks == null then "n/a"
+			 else "\(.rtt_callbacks) (\(.rtt_callbacks_per_mb))" end) as $cpm |
+			.programs[] | select(.name == "sp_rehash") |
+			"| \($l) | \($b / 1e6 | floor) | \(.run_cnt / ($b / 1e6) * 100 | floor / 100) | \(.run_time_ns / ($b / 1e6) | floor) | \(.avg_ns | floor) | \($cpm) |"'
+		sp_stop
+		rm -rf "$PIN"
+	done
+}
 
-echo "## rehash: goodput and fairness on ECMP (IPv6 flow label hashing)"
-echo
-echo "Paths of $RATE (tbf, 5 ms queue). $RUNS runs of $SECS s per cell, fresh connections each run."
-echo "goodput = aggregate / (paths x rate; the 50%-loss path counts 0); ~0.96 is full after headers."
-echo "fairness = fastest / slowest flow. mean (worst) over runs."
-echo
-echo "| scenario | kernel (prob=0) | prob=20 mode=0 | prob=20 mode=1 | rounds=$RH_ROUNDS (prob=0) |"
-echo "|---|---|---|---|---|"
-awk '
-	{ n = split($0, f, " "); cfg = f[n - 3]; cap = f[n - 2]; g = f[n - 1] / cap; fair = f[n]
-	  name = $0; sub(" " cfg " .*", "", name)
-	  k = name SUBSEP cfg; cnt[k]++; gs[k] += g; fs[k] += fair
-	  if (!(k in gw) || g < gw[k]) gw[k] = g
-	  if (!(k in fw) || fair > fw[k]) fw[k] = fair
+# The Markdown rows from raw files ("scenario|config|run|goodput fairness"
+# lines); several files pool their runs (run r of file f pairs with the
+# oracle's run r of file f).
+table() {
+	awk -F'|' -v cfgs="$CONFIGS" '
+	FNR == 1 { fi++ }
+	{ split($4, f, " "); name = $1; cfg = $2; r = fi "." $3
+	  g[name, cfg, r] = f[1]; fair[name, cfg, r] = f[2]
+	  if (!((name, r) in hasrun)) { hasrun[name, r] = 1; runs[name] = runs[name] " " r }
 	  if (!(name in seen)) { seen[name] = 1; order[++no] = name } }
 	END {
-	  split("kernel p20m0 p20m1 rounds", cf, " ")
+	  nc = split(cfgs, cf, " ")
 	  for (i = 1; i <= no; i++) {
-		line = "| " order[i] " goodput |"; line2 = "| " order[i] " fairness |"
-		for (j = 1; j <= 4; j++) { k = order[i] SUBSEP cf[j]
-			line = line sprintf(" %.3f (%.3f) |", gs[k] / cnt[k], gw[k])
-			line2 = line2 sprintf(" %.2f (%.2f) |", fs[k] / cnt[k], fw[k]) }
-		print line; print line2 } }' "$TMP/rh.raw"
+		n = order[i]; line = "| " n " goodput |"; line2 = "| " n " fairness |"
+		nr = split(runs[n], rl, " ")
+		for (j = 1; j <= nc; j++) {
+			s = 0; w = 1e9; fs = 0; fw = 0; k = 0
+			for (q = 1; q <= nr; q++) { r = rl[q]
+				if (!((n, cf[j], r) in g) || !g[n, "oracle", r]) continue
+				x = cf[j] == "oracle" ? g[n, "oracle", r] / 1e6 : g[n, cf[j], r] / g[n, "oracle", r]
+				s += x; if (x < w) w = x; k++
+				fs += fair[n, cf[j], r]; if (fair[n, cf[j], r] > fw) fw = fair[n, cf[j], r]
+			}
+			if (!k) { line = line " - |"; line2 = line2 " - |"; continue }
+			line = line sprintf(cf[j] == "oracle" ? " %.1f (%.1f) |" : " %.3f (%.3f) |", s / k, w)
+			line2 = line2 sprintf(" %.2f (%.2f) |", fs / k, fw)
+		}
+		print line; print line2 } }' "$@"
+}
+
+header() {
+	echo "| scenario | oracle | kernel (prob=0) | prob=20 mode=0 | prob=20 mode=1 | memory (p20m1, revert_pct=$RH_REVERT) |"
+	echo "|---|---|---|---|---|---|"
+}
+
+# POOL="results/rehash-raw-A.txt results/rehash-raw-B.txt": only the table,
+# pooled over earlier runs' raw files.
+if [ -n "${POOL:-}" ]; then
+	header
+	table $POOL
+	return 0 2>/dev/null || exit 0
+fi
+
+make_cgroup
+if [ "${SCENARIOS:-}" = cost ]; then
+	echo "## rehash: per-ACK cost ($SECS s per flow)"
+	echo
+	echo "| workload | MB delivered | sp_rehash runs per MB | run time per MB, ns | avg per run, ns | RTT callbacks (per MB) |"
+	echo "|---|---|---|---|---|---|"
+	cost
+	return 0 2>/dev/null || exit 0
+fi
+sp_start --cgroup "$CG" --modules rehash
+: >"$TMP/rh.raw"
+for s in ${SCENARIOS:-2x2 2x7 3x6 3x16 lossy unequal cross vxlan}; do
+	case $s in
+	2x2) scenario "2 paths, 2 flows" 2 100mbit 2 ;;
+	2x7) scenario "2 paths, 7 flows" 2 100mbit 7 ;;
+	3x6) scenario "3 paths, 6 flows" 3 100mbit 6 ;;
+	3x16) scenario "3 paths, 16 flows" 3 100mbit 16 ;;
+	lossy) scenario "2 paths (one drops 50%), 7 flows" 2 100mbit 7 lossy ;;
+	unequal) scenario "unequal paths 100+50, 3 flows" 2 100mbit,50mbit 3 ;;
+	cross) scenario "2 paths, 2 flows + 1 cross flow on path 0" 2 100mbit 2 cross ;;
+	vxlan) scenario "IPv4 over VXLAN, 2 paths, 2 flows" 2 100mbit 2 vxlan ;;
+	esac
+done
+mkdir -p "$ROOT/results" && cp "$TMP/rh.raw" "$ROOT/results/rehash-raw-$ID.txt" 2>/dev/null
+
+echo "## rehash: goodput and fairness on ECMP, as ratios to the oracle"
 echo
-echo "rehash counters over the whole benchmark: $(sp_json '.modules.rehash | del(.connections) | tostring')"
+echo "Paths of 100 Mbit/s unless named (tbf, 5 ms queue). $RUNS runs of $SECS s per cell,"
+echo "configurations interleaved, fresh connections each run."
+echo "goodput = the cgroup's goodput / the oracle's in the same round; fairness = fastest /"
+echo "slowest of the cgroup's flows. mean (worst) over runs. oracle goodput in Mbit/s."
+echo
+header
+table "$TMP/rh.raw"
+echo
+echo "rehash counters over the whole benchmark: $(sp_json '.modules.rehash | del(.connections, .windows) | tostring')"
+echo
+echo "path-memory windows (last 64): $(sp_json '[.modules.rehash.windows[] | .reverted] | "\(length) windows, \(add // 0) reverted"')"

@@ -12,7 +12,7 @@ rh_setup() {
 		ip netns exec "$NS_R1" nft -f - || fail "nft labels"
 	ip netns exec "$NS_D" iperf3 -s -D -p 5201 >/dev/null || fail iperf3
 	make_cgroup
-	sp_start --cgroup "$CG" --modules rehash "$@"
+	sp_start --cgroup "$CG" --modules "${RH_MODULES:-rehash}" "$@"
 }
 
 # Flow labels seen at R1, per sender port: {"port": [labels...]}.
@@ -74,16 +74,17 @@ t_rehash_outside_cgroup_untouched() {
 t_rehash_prob_clamped() {
 	rh_setup
 	"$SP" set --pin-path "$PIN" rehash.mode=1 >/dev/null || fail set
-	# prob=0 first (struct order: prob, mode, rounds, delay_pct, pause_ms, defer_rtts).
+	# prob=0 first (struct order: prob, mode, rounds, delay_pct, pause_ms, defer_rtts,
+	# revert_pct, probe_rtts).
 	bpftool map update pinned "$PIN/rehash_cfg" key 0 0 0 0 value \
-		0 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0 || fail bpftool
+		0 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0  0 0 0 0  16 0 0 0 || fail bpftool
 	flow 2
 	local ep=$(rh episodes)
 	assert_ge "$ep" 1 "episodes with prob=0"
 	assert_eq "$(rh suppressed_prob)" "$ep" "suppressed by prob=0"
 	assert_eq "$(( $(rh rehash_now) + $(rh rehash_deferred) ))" 0 "rehashes with prob=0"
 	bpftool map update pinned "$PIN/rehash_cfg" key 0 0 0 0 value \
-		250 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0 || fail bpftool
+		250 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0  0 0 0 0  16 0 0 0 || fail bpftool
 	assert_eq "$("$SP" get --pin-path "$PIN" rehash.prob)" "rehash.prob=250" "raw map value"
 	flow 2
 	assert_ge "$(rh episodes)" $((ep + 1)) "episodes with prob=250"
@@ -149,4 +150,138 @@ t_rehash_strict_defer() {
 	flow 2
 	assert_ge "$(rh rehash_deferred)" 1 "deferred decisions for a bulk flow"
 	assert_eq "$(rh rehash_deferred_forced)" 0 "rehashes forced with defer_rtts=0"
+}
+
+# Zero steady-state cost: a clean flow (paced below the path rate: no queue,
+# no loss) runs no RTT callback in sp_rehash at all; a lossy one still
+# rehashes, with RTT callbacks only while a decision is pending.
+t_rehash_clean_flow_no_rtt_cb() {
+	rh_setup
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 3 --fq-rate 40M >/dev/null ||
+		fail iperf3
+	local mb=$(( $(rh bytes_delivered) / 1000000 )) cbs=$(rh rtt_callbacks) runs
+	runs=$(sp_json '.programs[] | select(.name == "sp_rehash") | .run_cnt')
+	echo "clean: $mb MB, rtt callbacks $cbs, retransmissions $(rh retrans_seen), sp_rehash runs $runs"
+	assert_ge "$mb" 10 "MB delivered by the paced flow"
+	# Allow what a stray retransmission's pending decision costs, not one per ACK.
+	[ "$(rh retrans_seen)" = 0 ] && assert_eq "$cbs" 0 "RTT callbacks of a flow without loss"
+	assert_ge $((mb * 2)) "$cbs" "RTT callbacks per 2 MB of a clean flow"
+	assert_ge $((mb * 2)) "$runs" "sp_rehash runs per 2 MB of a clean flow"
+	flow 3
+	local n=$(( $(rh rehash_now) + $(rh rehash_deferred_done) + $(rh rehash_deferred_forced) ))
+	mb=$(( $(rh bytes_delivered) / 1000000 ))
+	echo "lossy: $n rehashes, $(rh rtt_callbacks) rtt callbacks, $mb MB in all, $(rh rtt_callbacks_per_mb) per MB"
+	assert_ge "$n" 2 "rehashes of a lossy flow"
+	assert_ge "$(labels_max)" 3 "flow labels of the lossy flow"
+	# Deferred decisions switched RTT_CB on; they stay a small part of the ACKs
+	# (a 100 Mbit/s flow acks ~100 times per MB).
+	[ "$(rh rehash_deferred)" -gt 0 ] && assert_ge "$(rh rtt_cb_switched_on)" 1 "RTT_CB switched on"
+	assert_ge $((mb * 20)) "$(rh rtt_callbacks)" "RTT callbacks per MB / 20 with losses"
+}
+
+# RTT_CB ownership: with pmtu loaded, pmtu asked for RTT_CB at establishment;
+# rehash must never switch it on (already on) nor off (not its bit).
+t_rehash_rtt_cb_shared_with_pmtu() {
+	RH_MODULES=rehash,pmtu rh_setup
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	flow 3
+	local n=$(( $(rh rehash_now) + $(rh rehash_deferred_done) + $(rh rehash_deferred_forced) ))
+	echo "rehashes $n, rtt callbacks $(rh rtt_callbacks), switched on $(rh rtt_cb_switched_on)"
+	assert_ge "$n" 2 "rehashes with pmtu loaded"
+	assert_eq "$(rh rtt_cb_switched_on)" 0 "RTT_CB switched on by rehash while pmtu holds it"
+	# RTT_CB stayed on for every ACK: ~100 per MB on this path, not a few.
+	local mb=$(( $(rh bytes_delivered) / 1000000 ))
+	assert_ge "$(rh rtt_callbacks)" $((mb * 10)) "RTT callbacks (pmtu's flag kept) for $mb MB"
+}
+
+# The testbed's oracle and cross-traffic pinning do what the benchmark
+# assumes: a pinned flow stays on path 0; with the oracle on, two flows take
+# one path each (both paths full), every time.
+t_rehash_testbed_oracle() {
+	rh_setup
+	"$SP" set --pin-path "$PIN" rehash.prob=0 >/dev/null || fail set
+	ip netns exec "$NS_D" iperf3 -s -D -p 5202 >/dev/null || fail iperf3
+	ecmp_cross_pin 5202
+	local a0=$(path_tx 0) a1=$(path_tx 1) b0 b1 r
+	ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5202 -t 2 -P 2 >/dev/null || fail "iperf3 cross"
+	b0=$(path_tx 0) b1=$(path_tx 1)
+	echo "pinned to path 0: p0 +$((b0 - a0)) p1 +$((b1 - a1))"
+	assert_ge $((b0 - a0)) 15000000 "bytes of pinned flows on path 0"
+	assert_ge 1000000 $((b1 - a1)) "bytes of pinned flows on path 1"
+	ecmp_oracle on
+	for r in 1 2 3; do
+		a0=$(path_tx 0) a1=$(path_tx 1)
+		in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 2 -P 2 >/dev/null ||
+			fail "iperf3 oracle"
+		b0=$(( $(path_tx 0) - a0 )) b1=$(( $(path_tx 1) - a1 ))
+		echo "oracle run $r: p0 +$b0 p1 +$b1"
+		assert_ge "$b0" 18000000 "oracle run $r: bytes on path 0"
+		assert_ge "$b1" 18000000 "oracle run $r: bytes on path 1"
+	done
+	ecmp_oracle off
+	assert_eq "$(ip -n "$NS_R1" -6 rule | grep -c fwmark)" 0 "oracle rules left after off"
+}
+
+# Unequal paths: each path shapes at its own rate.
+t_rehash_testbed_unequal() {
+	ecmp_topo 2 100mbit,50mbit
+	assert_eq "$(tc -n "$NS_R1" -j qdisc show dev p1 | jq -r '.[0].options.rate')" 6250000 "p1 rate, B/s"
+	assert_eq "$(tc -n "$NS_R1" -j qdisc show dev p0 | jq -r '.[0].options.rate')" 12500000 "p0 rate, B/s"
+}
+
+# IPv4 over VXLAN: R1 hashes the outer UDP source port, which follows the
+# inner socket's txhash. Without stackpilot's rehash (prob=0, and the
+# kernel's RTO rehash off) each inner flow keeps one outer port; with
+# prob=100 the data flow's rehashes show up as new outer ports.
+t_rehash_vxlan_outer_port() {
+	rh_setup
+	ecmp_vxlan
+	ecmp_vxlan_record
+	"$SP" set --pin-path "$PIN" rehash.prob=0 >/dev/null || fail set
+	in_cgroup ip netns exec "$NS_S" iperf3 -4 -c 10.99.0.2 -p 5201 -t 2 >/dev/null || fail "iperf3 overlay"
+	local base=$(ecmp_vxlan_sports)
+	echo "prob=0: outer source ports $base, retransmissions $(rh retrans_seen)"
+	assert_ge "$(rh retrans_seen)" 1 "inner retransmissions (losses at the tbf queue)"
+	assert_eq "$base" 1 "outer ports of the data flow without rehash"
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	in_cgroup ip netns exec "$NS_S" iperf3 -4 -c 10.99.0.2 -p 5201 -t 4 >/dev/null || fail "iperf3 overlay"
+	local n=$(( $(rh rehash_now) + $(rh rehash_deferred_done) + $(rh rehash_deferred_forced) ))
+	local ports=$(ecmp_vxlan_sports)
+	echo "prob=100: $n rehashes, outer source ports $ports in all; p0 $(path_tx 0) p1 $(path_tx 1)"
+	assert_ge "$n" 2 "rehashes of the inner flow"
+	# The new data flow's port, plus one per rehash, less the few a random
+	# hash maps onto a port already seen.
+	assert_ge "$ports" $((base + 1 + n / 2)) "outer source ports after $n rehashes"
+}
+
+# Path memory: a flow alone on its path is moved by every episode (prob=100);
+# half its rehashes land on the other path, where a pinned flow from outside
+# the cgroup runs. There it delivers ~60-70% of what it had alone, its queue
+# stays full, and it goes back to its old txhash. revert_pct=0 (Brakmo's
+# policy alone) opens no window at all.
+t_rehash_memory_reverts_worse_path() {
+	rh_setup
+	ip netns exec "$NS_D" iperf3 -s -D -p 5202 >/dev/null || fail iperf3
+	ecmp_cross_pin 5202
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	flow 2
+	assert_eq "$(rh memory_windows)" 0 "path-memory windows with revert_pct=0"
+	"$SP" set --pin-path "$PIN" rehash.revert_pct=85 rehash.probe_rtts=16 >/dev/null || fail set
+	ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5202 -t 7 >/dev/null &
+	BG_PIDS+=($!)
+	sleep 1
+	flow 5
+	sp_ctl status | sed -n '/windows (/,/connections/p'
+	local w=$(rh memory_windows) rev=$(rh memory_reverted)
+	echo "windows $w, reverts decided $(rh memory_revert_decided), applied $rev"
+	assert_ge "$w" 3 "path-memory windows after rehashes"
+	assert_ge "$rev" 1 "reverts after landing beside the pinned flow"
+	assert_ge "$(rh memory_revert_decided)" "$rev" "reverts decided vs applied"
+	# Every revert was decided by the rule: less than 85% of the old rate,
+	# and a queue not below half the old one.
+	sp_json '.modules.rehash.windows[] | select(.reverted == 1) |
+		select(.new_rate_kBps * 100 >= .old_rate_kBps * 85 or .new_qdelay_us * 2 < .old_qdelay_us)' |
+		grep -q . && fail "a revert against the rule: $(sp_json '.modules.rehash.windows')"
+	assert_ge "$(sp_json '[.modules.rehash.connections[] | .reverts] | max')" 1 "reverts in the per-connection view"
 }
