@@ -285,7 +285,7 @@ t_bash_completion() {
 	assert_eq "$(comp stackpilot run --modules tcpstats,f)" "tcpstats,fragguard" "module list"
 	assert_eq "$(comp stackpilot run --cgroup "sp-test-$ID")" "sp-test-$ID" "cgroup relative to the mount"
 	assert_eq "$(comp stackpilot status --j)" "--json" "status option"
-	assert_eq "$(comp stackpilot set rehash.pr)" "rehash.prob=" "set key"
+	assert_eq "$(comp stackpilot set rehash.pro)" "rehash.prob= rehash.probe_rtts=" "set key"
 	assert_eq "$(comp stackpilot get --pin-path /tmp fragguard.enf)" "fragguard.enforce" "get key after an option"
 	assert_eq "$(comp stackpilot tunables pm)" "pmtu" "module of tunables"
 	# Every key `get --help` knows is offered.
