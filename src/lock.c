@@ -3,6 +3,7 @@
  * What keeps two runs, or another user, from interfering with a run: folders
  * only we may change, and one lock per attach target.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -108,6 +109,40 @@ static int lock_target(const char *name, const char *what)
 }
 
 /*
+ * Lock files that runs killed with SIGKILL left (their locks went with
+ * them): removed when nobody holds them, so they do not pile up. Taken and
+ * unlinked like at exit; a run that opened one meanwhile sees it gone and
+ * opens the path again (lock_target).
+ */
+static void sweep_stale(void)
+{
+	DIR *d = opendir(SP_LOCK_DIR);
+	struct dirent *e;
+	char path[sizeof(held[0]) + NAME_MAX];
+	struct stat a, b;
+	int fd;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+
+		if ((strncmp(e->d_name, "cgroup-", 7) && strncmp(e->d_name, "iface-", 6)) ||
+		    n < 5 || strcmp(e->d_name + n - 5, ".lock"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", SP_LOCK_DIR, e->d_name);
+		fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (!flock(fd, LOCK_EX | LOCK_NB) && !fstat(fd, &a) && !stat(path, &b) &&
+		    a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+			unlink(path);
+		close(fd);
+	}
+	closedir(d);
+}
+
+/*
  * Called by `run` before it locks the pin folder: locks its cgroup (by inode,
  * the cgroup id) and each interface (by network namespace inode and ifindex),
  * then makes the pin folder, so a refused run leaves no folder behind.
@@ -119,6 +154,7 @@ int sp_lock_targets(struct sp_run *run)
 
 	if (sp_private_dir(SP_LOCK_DIR, true))
 		return -1;
+	sweep_stale();
 	if (run->cgroup_fd >= 0) {
 		if (fstat(run->cgroup_fd, &st))
 			return sp_err("cgroup %s: %s", run->cgroup, strerror(errno));

@@ -112,7 +112,20 @@ t_second_run_refused_pins_removed() {
 		timeout 5 "$SP" run --pin-path "$PIN" --cgroup "$CG" --modules tcpstats
 	assert_eq "$(cgroup_progs | wc -l)" 1 "programs on the cgroup"
 	# A run killed with SIGKILL leaves its lock file, but not its lock.
+	local ino=$(stat -c %i "$CG")
 	sp_stop KILL
+	[ -e "/run/stackpilot/cgroup-$ino.lock" ] || fail "no lock file left by the killed run"
+	# The next run on any target removes lock files nobody holds.
+	local c2=$CG-other
+	mkdir "$c2" || fail "mkdir $c2"
+	on_exit rmdir "$c2"
+	"$SP" run --pin-path "$PIN-2" --cgroup "$c2" --modules tcpstats --interval 0 >"$TMP/o2" 2>&1 &
+	local p2=$!
+	on_exit "kill $p2 2>/dev/null; rm -rf $PIN-2"
+	for _ in $(seq 50); do grep -q attached "$TMP/o2" && break; sleep 0.1; done
+	grep -q attached "$TMP/o2" || fail "run on another cgroup: $(cat "$TMP/o2")"
+	[ -e "/run/stackpilot/cgroup-$ino.lock" ] && fail "stale lock file not removed"
+	kill -INT $p2; wait $p2 || fail "second run exit"
 	sp_start --cgroup "$CG" --modules tcpstats
 }
 
