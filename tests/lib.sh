@@ -84,7 +84,15 @@ in_cgroup() { sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CG" "$@"; }
 # namespace, with a private /sys where it mounts its own bpffs, and sp_ctl
 # reaches it there through nsenter.
 sp_start() {
-	${SP_NS:+ip netns exec "$SP_NS"} "$SP" run --pin-path "$PIN" --interval 0 "$@" >"$TMP/sp.out" 2>"$TMP/sp.err" &
+	: >"$TMP/sp.err"
+	sp_spawn ${SP_NS:+ip netns exec "$SP_NS"} "$SP" run --pin-path "$PIN" --interval 0 "$@"
+}
+
+# Run "$@", a `stackpilot run` command line of the test's own, in the
+# background as SP_PID (stopped by cleanup); wait until it has attached.
+# Its stderr is added to $TMP/sp.err.
+sp_spawn() {
+	"$@" >"$TMP/sp.out" 2>>"$TMP/sp.err" &
 	SP_PID=$!
 	for _ in $(seq 100); do
 		grep -q '^stackpilot: attached' "$TMP/sp.out" 2>/dev/null && return 0

@@ -21,15 +21,9 @@ mx_start() { # mx_start CGROUP [run options]
 	veth "$NS_A" "v${ID}a" "$NS_A" "v${ID}b"
 	ip -n "$NS_A" addr add 10.77.0.1/24 dev "v${ID}a"
 	ip -n "$NS_A" addr add 10.77.0.2/24 dev "v${ID}b"
-	nsenter --net="/run/netns/$NS_A" "$SP" run --pin-path "$PIN" --interval 0 --cgroup "$cg" \
-		--modules all --iface "v${ID}a" "$@" >"$TMP/sp.out" 2>"$TMP/sp.err" &
-	SP_PID=$!
-	for _ in $(seq 100); do
-		grep -q '^stackpilot: attached' "$TMP/sp.out" 2>/dev/null && return 0
-		kill -0 "$SP_PID" 2>/dev/null || { cat "$TMP/sp.err" >&2; SP_PID=; fail "stackpilot run exited"; }
-		sleep 0.1
-	done
-	fail "stackpilot run did not attach in 10 s"
+	: >"$TMP/sp.err"
+	sp_spawn nsenter --net="/run/netns/$NS_A" "$SP" run --pin-path "$PIN" --interval 0 --cgroup "$cg" \
+		--modules all --iface "v${ID}a" "$@"
 }
 
 # A metric's value (the first series matching the grep pattern) in file $1.

@@ -10,16 +10,7 @@ journal_env() { : >"$1"; echo "JOURNAL_STREAM=$(stat -c '%d:%i' "$1")"; }
 
 # `run` in the background as sp_start does, but with our options only
 # (sp_start always passes --interval 0).
-start_raw() {
-	"$@" >"$TMP/sp.out" 2>>"$TMP/sp.err" &
-	SP_PID=$!
-	for _ in $(seq 100); do
-		grep -q '^stackpilot: attached' "$TMP/sp.out" 2>/dev/null && return 0
-		kill -0 "$SP_PID" 2>/dev/null || { cat "$TMP/sp.err" >&2; SP_PID=; fail "stackpilot run exited"; }
-		sleep 0.1
-	done
-	fail "stackpilot run did not attach in 10 s"
-}
+start_raw() { sp_spawn "$@"; }
 
 t_version() {
 	local v=$("$SP" --version) rc
