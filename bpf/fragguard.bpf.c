@@ -938,7 +938,7 @@ static __always_inline __u64 share_of(__u64 base_ms, __s64 used, __u64 cap)
 static __always_inline bool too_old(__u64 age, const struct sp_fg_peer *p, __u64 limit,
 				    const struct sp_fg_global *g)
 {
-	__u64 base_ms = (g && g->time_ns ? g->time_ns : 30000000000ULL) / 1000000, t;
+	__u64 base_ms = time_of(g) / 1000000, t;
 
 	/* The namespace's term first: it needs no peer, and decides alone
 	 * for any datagram younger than it (nearly all). */
