@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: GPL-2.0
+# pmtu on the overlay testbed (tests/lib_pmtu.sh, PMTU_OVERLAY=vxlan): the
+# endpoints see a clean MTU 1450 on vx0, the black hole sits in the underlay
+# (1400, no ICMP), so the true inner MTU is 1350. stackpilot inside S.
+PMTU_OVERLAY=vxlan
+source "$ROOT/tests/lib_pmtu.sh"
+
+# The testbed itself: the kernel (DF pings) finds the inner boundary at 1350
+# for IPv4 and IPv6, the underlay's at 1400, and a transfer at vx0's MTU
+# black-holes in both directions without stackpilot.
+t_pmtu_overlay_testbed() {
+	pmtu_topo 1400; make_cgroup
+	assert_eq "$(pmtu_true_mtu "$DST4")" 1350 "inner IPv4 MTU by ping -M do"
+	assert_eq "$(pmtu_true_mtu "$DST6" -6)" 1350 "inner IPv6 MTU by ping -M do"
+	assert_eq "$(pmtu_true_mtu 10.30.2.2)" 1400 "underlay MTU by ping -M do"
+	assert_eq "$(xfer "$DST4" 300000 outside 3)" "" "an upload at MSS 1398 through the tunnel completed"
+	http_serve "$NS_D"
+	set -- $(http_fetch "$NS_S" "$DST4" GET "" 3)
+	assert_eq "$2" 0 "a download through the tunnel completed in $1 s"
+}
+
+# Learned inner MTU within threshold of the kernel's answer, never above it,
+# and the next connection starts there (its MSS) without retransmitting.
+# pmtu_overlay_learned FAMILY-ADDRESS ENTRY-KEY IP-AND-TCP-HEADERS [-6]
+pmtu_overlay_learned() {
+	local true_mtu=$(pmtu_true_mtu "$1" $4) low second thr
+	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
+	thr=$(sp_ctl get pmtu.threshold | grep -o '[0-9]*$')
+	xfer "$1" 1000000 >/dev/null || true
+	for _ in $(seq 50); do [ "$(pm_entry "$2" state)" = searched ] && break; sleep 0.1; done
+	second=$(xfer "$1" 1000000)
+	low=$(pm_entry "$2" low_mtu)
+	echo "true MTU $true_mtu, threshold $thr; entry $(sp_json '.modules.pmtu.destinations | tostring'); second: $second"
+	[ "$(pm_entry "$2" state)" = searched ] || fail "$1 not searched"
+	[ "$low" -le "$true_mtu" ] && [ "$low" -gt $((true_mtu - thr)) ] ||
+		fail "learned inner MTU $low, true $true_mtu (threshold $thr)"
+	[ -n "$second" ] || fail "second connection did not complete"
+	set -- $second "$3"
+	assert_eq "$2" $((low - $4 - 12)) "second connection's MSS (learned MTU - $4 - timestamps)"
+	assert_eq "$3" 0 "second connection's retransmissions"
+}
+
+t_pmtu_overlay_ipv4_learned() {
+	pmtu_topo 1400; make_cgroup
+	pmtu_overlay_learned "$DST4" "$DST4" 40
+}
+
+t_pmtu_overlay_ipv6_learned() {
+	pmtu_topo 1400; make_cgroup
+	pmtu_overlay_learned "$DST6" "$DST6P" 60 -6
+}
+
+# Echo filtered at D: SYN probes through the tunnel find the same boundary.
+t_pmtu_overlay_echo_filtered_syn_probes() {
+	pmtu_topo 1400 noecho; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
+	xfer "$DST4" 1000000 >/dev/null || true
+	for _ in $(seq 50); do [ "$(pm_entry "$DST4" state)" = searched ] && break; sleep 0.1; done
+	echo "$(cat "$TMP/sp.err"); $(sp_json '.modules.pmtu.destinations | tostring')"
+	grep -q "$DST4 does not answer ICMP echo; probing it with TCP SYNs to port 5201" "$TMP/sp.err" ||
+		fail "no SYN fallback: $(cat "$TMP/sp.err")"
+	local low=$(pm_entry "$DST4" low_mtu)
+	[ "$low" -le 1350 ] && [ "$low" -gt 1342 ] || fail "inner MTU by SYN probes $low, true 1350"
+}
+
+# pmtu.route=1 puts the inner MTU on a route through vx0, which rescues the
+# stalled first connection.
+t_pmtu_overlay_route_option() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
+	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	set -- $(xfer "$DST4" 1000000)
+	echo "first connection: $* ; routes: $(ip -n "$NS_S" route show proto 0xa5)"
+	[ -n "${1:-}" ] && awk "BEGIN { exit !($1 < 2) }" || fail "first connection took '${1:-never}' s with the route option"
+	ip -n "$NS_S" route show proto 0xa5 | grep -q "^$DST4 dev vx0 .*mtu 13[45][0-9]" ||
+		fail "no inner route MTU: $(ip -n "$NS_S" route show proto 0xa5)"
+	sp_stop || fail exit
+	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes left after exit"
+}
