@@ -1,91 +1,169 @@
 # SPDX-License-Identifier: GPL-2.0
-# pmtu: 10 sequential transfers to one destination behind a black hole
-# (router egress MTU 1400 at 1 Gbit/s, ICMP frag-needed dropped, endpoints at 1500), per
-# configuration, each on a fresh testbed so nothing learned carries over:
-#   probing0/1/2  the kernel alone, net.ipv4.tcp_mtu_probing = 0/1/2
-#   oracle        TCPMSS clamp on the router to the right value (1360)
-#   sp            stackpilot pmtu (tcp_mtu_probing=1 for the first connection)
-#   sp_route      stackpilot pmtu with pmtu.route=1
+# pmtu with real clients: 5 fetches of 5 MB (curl against python3's
+# http.server, a new connection each, 12 s at most) through the black hole of
+# tests/lib_pmtu.sh (router links at MTU 1400 both ways, ICMP frag-needed /
+# packet-too-big dropped, a 1 Gbit/s tbf each way), per case and
+# configuration, each on a fresh testbed so nothing learned carries over.
+# Cases:
+#   download      curl GET in S from the server in D
+#   download_vxlan  the same through the VXLAN overlay (PMTU_OVERLAY=vxlan)
+#   download_srv  curl GET in D from the server in S (stackpilot's side)
+#   upload        curl PUT in S to the server in D (today's case)
+# Configurations:
+#   kernel0          tcp_mtu_probing 0 everywhere (the default)
+#   client1/client2  tcp_mtu_probing 1/2 in the client's namespace
+#   server1/server2  tcp_mtu_probing 1/2 in the server's namespace
+#   oracle           route MTU = the true path MTU on both ends
+#   sp               stackpilot pmtu in S (--mtu-probing 1), the client in its
+#                    cgroup; for download_srv the server, and pmtu.route=1
+# Also counts stackpilot's probe packets (echo, SYNs with data) on S's way
+# out: during fetch 1 and the search it started (a new destination), and
+# during fetches 2..5 (a known one). Writes docs/pmtu-fetches.png.
 source "$ROOT/tests/lib_pmtu.sh"
-N=${N:-10}
-TIMEOUT=${TIMEOUT:-10}	# per transfer; tcp_mtu_probing=0 never completes
-CONFIGS=${CONFIGS:-"probing0 probing1 probing2 oracle sp sp_route"}
+N=5
+LIMIT=${LIMIT:-12}
+CASES=${CASES:-"download download_vxlan download_srv upload"}
+CONFIGS=${CONFIGS:-"kernel0 client1 client2 server1 server2 oracle sp"}
 
-fresh() {
-	local p
+fresh() { # fresh CASE CONFIG: sets CLI SRV HOST METHOD WHERE
+	local p true_mtu=1400 cns sns
 	[ -n "$SP_PID" ] && sp_stop
 	for p in "${NETNS[@]}"; do ip netns pids "$p" | xargs -r kill -KILL; ip netns del "$p"; done 2>/dev/null
 	NETNS=()
+	PMTU_OVERLAY=
+	[ "$1" = download_vxlan ] && PMTU_OVERLAY=vxlan true_mtu=1350
 	pmtu_topo 1400
-	# A 1 Gbit/s bottleneck, so transfer times are not all below the noise.
 	ip netns exec "$NS_RT" tc qdisc add dev rd root tbf rate 1gbit burst 128k latency 5ms
-	case $1 in
-	probing*) ip netns exec "$NS_S" sysctl -qw net.ipv4.tcp_mtu_probing=${1#probing} ;;
-	oracle) ip netns exec "$NS_RT" nft add rule inet bh c_fwd tcp flags syn tcp option maxseg size set 1360 ;;
-	sp) sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1 ;;
-	sp_route) sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
-		  sp_ctl set pmtu.route=1 >/dev/null ;;
+	ip netns exec "$NS_RT" tc qdisc add dev rs root tbf rate 1gbit burst 128k latency 5ms
+	pmtu_probe_counter
+	METHOD=GET; [ "$1" = upload ] && METHOD=PUT
+	# WHERE: the side stackpilot's cgroup holds, client (S) or server (S).
+	if [ "$1" = download_srv ]; then
+		cns=$NS_D sns=$NS_S HOST=$SRC4 WHERE=server
+	else
+		cns=$NS_S sns=$NS_D HOST=$DST4 WHERE=client
+	fi
+	CLI=$cns
+	case $2 in
+	client*) ip netns exec "$cns" sysctl -qw net.ipv4.tcp_mtu_probing=${2#client} ;;
+	server*) ip netns exec "$sns" sysctl -qw net.ipv4.tcp_mtu_probing=${2#server} ;;
+	oracle)
+		if [ -n "$PMTU_OVERLAY" ]; then
+			ip -n "$NS_S" route add "$DST4" dev vx0 mtu $true_mtu
+			ip -n "$NS_D" route add "$SRC4" dev vx0 mtu $true_mtu
+		else
+			ip -n "$NS_S" route add "$DST4" via 10.30.1.2 mtu $true_mtu
+			ip -n "$NS_D" route add "$SRC4" via 10.30.2.1 mtu $true_mtu
+		fi ;;
 	esac
+	if [ "$WHERE" = server ]; then http_serve "$NS_S" cgroup; else http_serve "$NS_D"; fi
+	if [ "$2" = sp ]; then
+		sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
+		[ "$WHERE" = server ] && sp_ctl set pmtu.route=1 >/dev/null
+	fi
+}
+
+# Until no search stackpilot started is still going (3 s at most), so the
+# probes it costs are counted with the fetch that caused it.
+settle() {
+	local s
+	for _ in $(seq 30); do
+		s=$(sp_json "[.modules.pmtu.destinations[] | select(.state != \"learned\" and .state != \"searched\" and .state != \"no_probe\")] | length")
+		[ "$s" = 0 ] && return
+		sleep 0.1
+	done
 }
 
 make_cgroup
-: >"$TMP/pm.raw"
-for size in 2000000 100000; do
+: >"$TMP/pm.raw"; : >"$TMP/pm.probes"
+for case in $CASES; do
 	for cfg in $CONFIGS; do
-		fresh "$cfg"
-		fails=0
+		# stackpilot runs in S: the client there, or for download_srv the server.
+		fresh "$case" "$cfg"
+		pre=; [ "$WHERE" = client ] && [ "$cfg" = sp ] && pre=cgroup
+		fails=0 p1=
 		for i in $(seq "$N"); do
-			line=$(in_cgroup ip netns exec "$NS_S" "$TCPTOOL" client 10.30.2.2 5201 "$size" 1 "$TIMEOUT")
-			echo "$cfg $size $i $(echo "$line" | sed -n 's/^conn secs=\([0-9.]*\) mss=\([0-9]*\) retrans=\([0-9]*\).*done=\([01]\)$/\1 \2 \3 \4/p')" >>"$TMP/pm.raw"
-			echo "$line" | grep -q 'done=1' || fails=$((fails + 1))
-			[ "$fails" -ge 2 ] && break	# it does not recover: no need to wait out all ten
+			if [ "$fails" -ge 2 ]; then	# it does not recover: no need to wait out all five
+				echo "$case $cfg $i - skip" >>"$TMP/pm.raw"; continue
+			fi
+			set -- $(http_fetch "$CLI" "$HOST" "$METHOD" "$pre" "$LIMIT")
+			echo "$case $cfg $i $1 $2" >>"$TMP/pm.raw"
+			[ "$2" = 1 ] || fails=$((fails + 1))
+			if [ "$i" = 1 ]; then
+				[ "$cfg" = sp ] && settle
+				p1=$(pmtu_probes)
+			fi
 		done
-		if [ "$size" = 2000000 ]; then	# steady state: one long flow after the ten
-			ip netns exec "$NS_D" iperf3 -s -D -1 -p 5301 >/dev/null 2>&1; sleep 0.2
-			bps=$(in_cgroup ip netns exec "$NS_S" timeout 20 iperf3 -c 10.30.2.2 -p 5301 -t 4 -J 2>/dev/null |
-				jq '.end.sum_received.bits_per_second // 0' 2>/dev/null)
-			echo "$cfg long 0 ${bps:-0}" >>"$TMP/pm.long"
-		fi
+		echo "$case $cfg $p1 $(($(pmtu_probes) - p1))" >>"$TMP/pm.probes"
 	done
 done
-fresh none
-cp "$TMP/pm.raw" "$ROOT/results/pmtu-raw-$ID.txt" 2>/dev/null
+[ -n "$SP_PID" ] && sp_stop
+mkdir -p "$ROOT/results"
+cp "$TMP/pm.raw" "$ROOT/results/pmtu-raw-$ID.txt"
 
-# Per config and size: conn 1 time, mean and worst of conns 2..N, their MSS, ratio to the oracle.
-summ() { # summ CFG SIZE FIELD
-	awk -v c="$1" -v s="$2" -v f="$3" -v n="$N" '
-		$1 == c && $2 == s {
-			if ($7 != 1) { nd++; next }
-			if ($3 == 1) first = $4
-			else { sum += $4; k++; if ($4 > worst) worst = $4; mss = $5 } }
+# summ CASE CFG FIELD: fetch 1, mean / worst of 2..N, failed / skipped counts.
+summ() {
+	awk -v c="$1" -v g="$2" -v f="$3" '
+		$1 == c && $2 == g {
+			if ($5 == "skip") { sk++; next }
+			if ($5 != 1) { nf++; if ($3 == 1) first = "failed"; next }
+			if ($3 == 1) first = sprintf("%.3f", $4)
+			else { sum += $4; k++; if ($4 > worst) worst = $4 } }
 		END {
-			if (f == "first") print (first == "" ? "never" : sprintf("%.3f", first))
-			if (f == "mean") print (k ? sprintf("%.4f", sum / k) : "never")
+			if (f == "first") print first
+			if (f == "mean") print (k ? sprintf("%.4f", sum / k) : "-")
 			if (f == "worst") print (k ? sprintf("%.4f", worst) : "-")
-			if (f == "mss") print (k ? mss : "-")
-			if (f == "nd") print nd + 0 }' "$TMP/pm.raw"
+			if (f == "bad") printf "%d%s\n", nf, (sk ? sprintf(" (+%d not run)", sk) : "") }' "$TMP/pm.raw"
 }
-echo "## pmtu: sequential transfers through a black hole (egress MTU 1400 at 1 Gbit/s, no ICMP)"
+echo "## pmtu: 5 MB fetches with curl through a black hole (router links MTU 1400 both ways, no ICMP, 1 Gbit/s)"
 echo
-echo "Seconds per transfer; 'never' = not completed within ${TIMEOUT} s (stopped after 2 such)."
-echo "ratio = mean of connections 2..$N / the oracle's. MSS as the sender used it (with timestamps)."
-echo
-for size in 2000000 100000; do
-	o=$(summ oracle "$size" mean)
-	echo "### $((size / 1000)) KB per transfer"
+echo "Seconds per fetch, a new connection each; 'failed' = not complete within $LIMIT s"
+echo "(after 2 failures a configuration's remaining fetches are not run)."
+echo "ratio = mean of fetches 2..$N / the oracle's; fetch 1 ratio likewise."
+for case in $CASES; do
+	om=$(summ "$case" oracle mean) o1=$(summ "$case" oracle first)
 	echo
-	echo "| config | connection 1 | 2..$N mean | 2..$N worst | ratio to oracle | MSS 2..$N | not completed |"
+	echo "### $case"
+	echo
+	echo "| config | fetch 1 | fetch 1 / oracle | 2..$N mean | 2..$N worst | 2..$N / oracle | failed |"
 	echo "|---|---|---|---|---|---|---|"
 	for cfg in $CONFIGS; do
-		m=$(summ "$cfg" "$size" mean)
-		r=$(awk -v m="$m" -v o="$o" 'BEGIN { print (m == "never" || o == "never") ? "-" : sprintf("%.2f", m / o) }')
-		echo "| $cfg | $(summ "$cfg" "$size" first) | $m | $(summ "$cfg" "$size" worst) | $r | $(summ "$cfg" "$size" mss) | $(summ "$cfg" "$size" nd) |"
+		m=$(summ "$case" "$cfg" mean) f=$(summ "$case" "$cfg" first)
+		echo "| $cfg | $f | $(awk -v m="$f" -v o="$o1" 'BEGIN { print (m + 0 > 0 && o + 0 > 0) ? sprintf("%.2f", m / o) : "-" }') | $m | $(summ "$case" "$cfg" worst) | $(awk -v m="$m" -v o="$om" 'BEGIN { print (m + 0 > 0 && o + 0 > 0) ? sprintf("%.2f", m / o) : "-" }') | $(summ "$case" "$cfg" bad) |"
 	done
-	echo
 done
-echo "### one long flow after the ten 2 MB transfers (iperf3, 4 s)"
 echo
-echo "| config | Gbit/s | ratio to oracle |"
+echo "### stackpilot's probe packets (echo requests and SYNs with data leaving S)"
+echo
+echo "| case | new destination (fetch 1 and its search) | known destination (fetches 2..$N) |"
 echo "|---|---|---|"
-ol=$(awk '$1 == "oracle" { print $4 }' "$TMP/pm.long")
-awk -v o="$ol" '{ printf "| %s | %.2f | %s |\n", $1, $4 / 1e9, (o > 0 ? sprintf("%.2f", $4 / o) : "-") }' "$TMP/pm.long"
+awk '$2 == "sp" { printf "| %s | %s | %s |\n", $1, $3, $4 }' "$TMP/pm.probes"
+
+# The picture: per-fetch seconds, one panel per case; a failed fetch is
+# drawn at the limit.
+awk -v lim="$LIMIT" '$5 != "skip" { print $1, $2, $3, ($5 == 1 ? $4 : lim) }' "$TMP/pm.raw" >"$TMP/pm.dat"
+png=$ROOT/results/pmtu-fetches.png
+{
+	echo 'set terminal pngcairo size 960,640 font ",9" noenhanced'
+	echo "set output \"$png\""
+	echo "set multiplot layout 2,2 title \"5 MB fetches through a black hole (MTU 1400, no ICMP); failed = drawn at the $LIMIT s limit\""
+	echo 'set logscale y; set yrange [0.005:20]; set xrange [0.8:5.2]; set xtics 1'
+	echo 'set xlabel "fetch (new connection)"; set ylabel "seconds"; set key outside right font ",8"'
+	echo "set arrow from graph 0, first $LIMIT to graph 1, first $LIMIT nohead dt 2"
+	for case in $CASES; do
+		echo "set title \"$case\""
+		plot="plot"
+		for cfg in $CONFIGS; do
+			plot="$plot \"< awk '\$1 == \\\"$case\\\" && \$2 == \\\"$cfg\\\"' $TMP/pm.dat\" using 3:4 with linespoints lw $([ "$cfg" = sp ] && echo 3 || echo 1) title \"$cfg\","
+		done
+		echo "${plot%,}"
+	done
+	echo 'unset multiplot'
+} >"$TMP/pm.gp"
+if gnuplot "$TMP/pm.gp" 2>"$TMP/gp.err"; then
+	mkdir -p "$ROOT/docs"; cp "$png" "$ROOT/docs/pmtu-fetches.png"
+	echo
+	echo "![pmtu fetches](../docs/pmtu-fetches.png)"
+else
+	echo "gnuplot failed: $(head -3 "$TMP/gp.err")" >&2
+fi
