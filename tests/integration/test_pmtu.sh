@@ -215,9 +215,9 @@ t_pmtu_learns_before_stall() {
 }
 
 # The server side: the server runs in the cgroup, its client is behind the
-# black hole. The accepted connection asks for a search; with route=1 the
-# route MTU rescues the download already stalled.
-t_pmtu_server_download_route() {
+# black hole; route=1. server_download SEARCH_NEW LIMIT_S: 5 MB over HTTP
+# (python3 http.server, curl), fetch 1 must complete within LIMIT_S.
+server_download() {
 	pmtu_topo 1400; make_cgroup
 	mkdir "$TMP/www" && head -c 5000000 /dev/zero >"$TMP/www/f"
 	in_cgroup ip netns exec "$NS_S" python3 -m http.server --bind 10.30.1.1 --directory "$TMP/www" 8080 \
@@ -229,18 +229,33 @@ t_pmtu_server_download_route() {
 	# Without stackpilot the download stalls for good (tcp_mtu_probing=0).
 	fetch 2 >/dev/null && fail "the download completed without stackpilot: no black hole?"
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
-	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	sp_ctl set pmtu.route=1 pmtu.search_new="$1" >/dev/null || fail set
 	local f1 f2
 	f1=$(fetch 12) || fail "fetch 1 did not complete: $(cat "$TMP/sp.err")"
 	f2=$(fetch 12) || fail "fetch 2 did not complete"
-	echo "fetch 1: $f1; fetch 2: $f2; $(sp_json '.modules.pmtu | {accepts, searches_asked, black_hole_suspects, destinations} | tostring')"
-	set -- $f1
-	assert_eq "$2" 5000000 "bytes of fetch 1"
-	awk "BEGIN { exit !($1 < 1.5) }" || fail "fetch 1 took $1 s (target < 1.5 s)"
+	echo "search_new=$1: fetch 1: $f1; fetch 2: $f2; $(sp_json '.modules.pmtu | {accepts, searches_asked, black_hole_suspects, destinations} | tostring')"
+	set -- "$@" $f1
+	assert_eq "$4" 5000000 "bytes of fetch 1"
+	awk "BEGIN { exit !($3 < $2) }" || fail "fetch 1 took $3 s (limit $2 s)"
 	assert_ge "$(sp_json .modules.pmtu.accepts)" 2 "accepted connections seen"
 	assert_eq "$(pm_entry 10.30.2.2 state)" searched "state of the client's entry"
 	ip -n "$NS_S" route show proto 0xa5 | grep -q '^10.30.2.2 .*mtu 1[34][0-9][0-9]' ||
 		fail "no route MTU to the client: $(ip -n "$NS_S" route show proto 0xa5)"
+}
+
+# The accepted connection asks for a search at once; the route MTU rescues
+# the download already stalled (target: fetch 1 < 1.5 s).
+t_pmtu_server_download_route() {
+	server_download 1 1.5
+	assert_eq "$(sp_json .modules.pmtu.searches_asked)" 1 "searches asked"
+}
+
+# Without the early search, the accepted connection's RTO (no data was ever
+# acked: the first flight is full-size) is the suspect that starts it.
+t_pmtu_server_rto_suspect() {
+	server_download 0 3
+	assert_eq "$(sp_json .modules.pmtu.searches_asked)" 0 "searches asked with search_new=0"
+	assert_ge "$(sp_json .modules.pmtu.black_hole_suspects)" 1 "black-hole suspects"
 }
 
 # enforce=0: learns and reports (would_clamp), clamps nothing, adds no route.
