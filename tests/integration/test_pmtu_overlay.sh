@@ -77,3 +77,20 @@ t_pmtu_overlay_route_option() {
 	sp_stop || fail exit
 	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes left after exit"
 }
+
+# Learn before the stall (pmtu2's search on a destination's first
+# connection): one small connection through the tunnel, no RTO, and the
+# inner MTU is known within threshold of 1350 for the next one.
+t_pmtu_overlay_learns_before_stall() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	set -- $(xfer "$DST4" 1000)
+	assert_eq "${3:-}" 0 "retransmissions of a first connection of 1000 bytes"
+	for _ in $(seq 100); do [ "$(pm_entry "$DST4" state)" = searched ] && break; sleep 0.1; done
+	local low=$(pm_entry "$DST4" low_mtu)
+	echo "entry: $(sp_json '.modules.pmtu.destinations | tostring')"
+	assert_eq "$(sp_json .modules.pmtu.black_hole_suspects)" 0 "black-hole suspects"
+	[ -n "$low" ] && [ "$low" -le 1350 ] && [ "$low" -gt 1342 ] || fail "inner MTU '$low' after a first connection, true 1350"
+	set -- $(xfer "$DST4" 1000000)
+	assert_eq "${3:-}" 0 "retransmissions of the second connection"
+}
