@@ -102,7 +102,17 @@ run_cfg() {
 # spread between rounds is the noise floor).
 make_cgroup
 : >"$TMP/pm.raw"; : >"$TMP/pm.probes"
+# PMTU_RAW=results/pmtu-raw-ID.txt: no measuring, the tables and picture of
+# that saved run again (with its pmtu-probes-ID.txt).
+if [ -n "${PMTU_RAW:-}" ]; then
+	cp "$PMTU_RAW" "$TMP/pm.raw" || fail "$PMTU_RAW"
+	cp "${PMTU_RAW/-raw-/-probes-}" "$TMP/pm.probes" 2>/dev/null
+	CASES=$(awk '!s[$1]++ { printf "%s ", $1 }' "$TMP/pm.raw")
+	CONFIGS=$(awk '!s[$2]++ { printf "%s ", $2 }' "$TMP/pm.raw")
+	ROUNDS=$(awk '$3 > r { r = $3 } END { print r }' "$TMP/pm.raw")
+fi
 for case in $CASES; do
+	[ -n "${PMTU_RAW:-}" ] && break
 	for cfg in $CONFIGS; do run_cfg "$case" "$cfg" 1; done
 	for r in $(seq 2 "$ROUNDS"); do
 		for cfg in $CONFIGS; do
@@ -113,7 +123,10 @@ for case in $CASES; do
 done
 [ -n "$SP_PID" ] && sp_stop
 mkdir -p "$ROOT/results"
-cp "$TMP/pm.raw" "$ROOT/results/pmtu-raw-$ID.txt"
+if [ -z "${PMTU_RAW:-}" ]; then
+	cp "$TMP/pm.raw" "$ROOT/results/pmtu-raw-$ID.txt"
+	cp "$TMP/pm.probes" "$ROOT/results/pmtu-probes-$ID.txt"
+fi
 
 # summ CASE CFG FIELD: fetch 1 (mean over rounds), mean / worst of 2..N of
 # all rounds, failed / not run counts, rounds.
@@ -150,6 +163,9 @@ for case in $CASES; do
 		m=$(summ "$case" "$cfg" mean) f=$(summ "$case" "$cfg" first)
 		echo "| $cfg | $(summ "$case" "$cfg" rounds) | $f | $(awk -v m="$f" -v o="$o1" 'BEGIN { print (m + 0 > 0 && o + 0 > 0) ? sprintf("%.2f", m / o) : "-" }') | $m | $(summ "$case" "$cfg" worst) | $(awk -v m="$m" -v o="$om" 'BEGIN { print (m + 0 > 0 && o + 0 > 0) ? sprintf("%.2f", m / o) : "-" }') | $(summ "$case" "$cfg" bad) |"
 	done
+	# The noise floor: the oracle against itself, round by round.
+	awk -v c="$case" '$1 == c && $2 == "oracle" && $4 > 1 && $6 == 1 { s[$3] += $5; n[$3]++ }
+		END { if (n[1] && n[2]) printf "\nThe oracle'"'"'s fetches 2..5, round 2 / round 1: %.2f\n", (s[2] / n[2]) / (s[1] / n[1]) }' "$TMP/pm.raw"
 done
 echo
 echo "### stackpilot's probe packets (echo requests and SYNs with data leaving S)"
