@@ -196,6 +196,8 @@ pmtu_probe_counter() {
 	printf 'table inet sp_cnt {\n chain out {\n type filter hook output priority 0;\n ip daddr %s icmp type echo-request counter\n ip6 daddr %s icmpv6 type echo-request counter\n ip daddr %s tcp flags & (syn | ack) == syn ip length > 100 counter\n ip6 daddr %s tcp flags & (syn | ack) == syn ip6 length > 100 counter\n }\n}\n' \
 		"$DST4" "$DST6" "$DST4" "$DST6" | ip netns exec "$NS_S" nft -f - || fail "nft probe counter"
 }
+# pmtu_probes [bytes]: probe packets (or their IP bytes) counted so far.
 pmtu_probes() {
-	ip netns exec "$NS_S" nft list chain inet sp_cnt out | awk '{ for (i = 1; i < NF; i++) if ($i == "packets") n += $(i + 1) } END { print n + 0 }'
+	ip netns exec "$NS_S" nft list chain inet sp_cnt out |
+		awk -v f="${1:-packets}" '{ for (i = 1; i < NF; i++) if ($i == f) n += $(i + 1) } END { print n + 0 }'
 }

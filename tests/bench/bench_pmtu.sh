@@ -38,7 +38,8 @@ fresh() { # fresh CASE CONFIG: sets CLI SRV HOST METHOD WHERE
 	ip netns exec "$NS_RT" tc qdisc add dev rs root tbf rate 1gbit burst 128k latency 5ms
 	pmtu_probe_counter
 	METHOD=GET; [ "$1" = upload ] && METHOD=PUT
-	# WHERE: the side stackpilot's cgroup holds, client (S) or server (S).
+	# WHERE: which side runs in S, where stackpilot and its cgroup are: the
+	# client, or for download_srv the server.
 	if [ "$1" = download_srv ]; then
 		cns=$NS_D sns=$NS_S HOST=$SRC4 WHERE=server
 	else
@@ -78,7 +79,7 @@ settle() {
 # run_cfg CASE CFG ROUND: N fetches on a fresh testbed, appended to pm.raw
 # as "case cfg round fetch secs ok" (ok "skip": not run).
 run_cfg() {
-	local case=$1 cfg=$2 r=$3 pre= fails=0 p1= i
+	local case=$1 cfg=$2 r=$3 pre= fails=0 p1= b1= i
 	fresh "$case" "$cfg"
 	[ "$WHERE" = client ] && [ "$cfg" = sp ] && pre=cgroup
 	for i in $(seq "$N"); do
@@ -90,10 +91,10 @@ run_cfg() {
 		[ "$2" = 1 ] || fails=$((fails + 1))
 		if [ "$i" = 1 ]; then
 			[ "$cfg" = sp ] && settle
-			p1=$(pmtu_probes)
+			p1=$(pmtu_probes) b1=$(pmtu_probes bytes)
 		fi
 	done
-	echo "$case $cfg $r $p1 $(($(pmtu_probes) - p1))" >>"$TMP/pm.probes"
+	echo "$case $cfg $r $p1 $(($(pmtu_probes) - p1)) $b1 $(($(pmtu_probes bytes) - b1))" >>"$TMP/pm.probes"
 }
 
 # Round 1 runs every configuration; rounds 2..ROUNDS again those whose
@@ -170,9 +171,14 @@ done
 echo
 echo "### stackpilot's probe packets (echo requests and SYNs with data leaving S)"
 echo
-echo "| case | new destination (fetch 1 and its search), per round | known destination (fetches 2..$N), per round |"
+echo "Per round: packets (IP bytes)."
+echo
+echo "| case | new destination (fetch 1 and its search) | known destination (fetches 2..$N) |"
 echo "|---|---|---|"
-awk '$2 == "sp" { n[$1] = n[$1] (n[$1] == "" ? "" : ", ") $4; k[$1] = k[$1] (k[$1] == "" ? "" : ", ") $5; if (!($1 in o)) { o[$1] = ++m; c[m] = $1 } }
+awk '$2 == "sp" {
+		n[$1] = n[$1] (n[$1] == "" ? "" : ", ") $4 ($6 != "" ? " (" $6 ")" : "")
+		k[$1] = k[$1] (k[$1] == "" ? "" : ", ") $5 ($7 != "" ? " (" $7 ")" : "")
+		if (!($1 in o)) { o[$1] = ++m; c[m] = $1 } }
 	END { for (i = 1; i <= m; i++) printf "| %s | %s | %s |\n", c[i], n[c[i]], k[c[i]] }' "$TMP/pm.probes"
 
 # The picture: per-fetch seconds of round 1, one panel per case; a failed
