@@ -327,3 +327,51 @@ t_pmtu_rate_limits() {
 	grep -n '10.30.2.2: path MTU\|10.30.3.2: .*searching' "$TMP/sp.err" | head -1 | grep -q '10.30.2.2: path MTU' ||
 		fail "the second search started while the first ran"
 }
+
+# Why pmtu does not trigger on a receive-side stall: 1.2 s into a download
+# stalled by the black hole (server in S sends full-size segments toward D),
+# the client's socket looks, in every field a detector could use, the same as
+# with a healthy server that sent its headers and then pauses (a long poll, a
+# stream): request acked, one data segment in (the headers), no
+# out-of-order data, no retransmission, rcv_mss never above a small segment,
+# nothing received since. A receiver cannot tell the two apart; searching at
+# the first connection (search_new) is what protects downloads.
+t_pmtu_rx_stall_indistinguishable() {
+	pmtu_topo 1400
+	mkdir "$TMP/www" && head -c 5000000 /dev/zero >"$TMP/www/f"
+	printf '%s\n' 'import http.server, time' \
+		'class H(http.server.BaseHTTPRequestHandler):' \
+		'    def do_GET(self):' \
+		'        self.send_response(200); self.send_header("Content-Length", "1000"); self.end_headers()' \
+		'        self.wfile.flush(); time.sleep(2); self.wfile.write(b"x" * 1000)' \
+		'http.server.HTTPServer(("10.30.1.1", 8081), H).serve_forever()' >"$TMP/pause.py"
+	ip netns exec "$NS_S" python3 -m http.server --bind 10.30.1.1 --directory "$TMP/www" 8080 >/dev/null 2>&1 &
+	BG_PIDS+=($!); disown
+	ip netns exec "$NS_S" python3 "$TMP/pause.py" >/dev/null 2>&1 &
+	BG_PIDS+=($!); disown
+	for _ in $(seq 50); do
+		[ "$(ip netns exec "$NS_S" ss -ltnH | grep -c ':808[01] ')" = 2 ] && break
+		sleep 0.1
+	done
+	rx() {
+		ip netns exec "$NS_D" ss -tinH dst 10.30.1.1 dport = ":$1" | tr -s ' \t\n' ' ' |
+			grep -o ' \(data_segs_in\|rcvmss\|rcv_ooopack\|retrans\|bytes_retrans\|unacked\|lastrcv\):[0-9/]*' | tr -d '\n'
+	}
+	local port info=()
+	for port in 8080 8081; do
+		ip netns exec "$NS_D" curl -s -o /dev/null -m 2.5 "http://10.30.1.1:$port/f" &
+		BG_PIDS+=($!)
+		sleep 1.2
+		info+=("$(rx $port)")
+	done
+	echo "black hole: ${info[0]}; pausing server: ${info[1]}"
+	local lr
+	for lr in "${info[@]}"; do
+		lr=${lr##*lastrcv:}
+		assert_ge "${lr%% *}" 1000 "ms since the client last received"
+	done
+	[ -n "${info[0]}" ] || fail "no client socket seen"
+	assert_eq "${info[0]% lastrcv:*}" "${info[1]% lastrcv:*}" "client socket, black hole vs pausing server"
+	ip netns exec "$NS_D" curl -s -o /dev/null -m 3 http://10.30.1.1:8080/f && fail "download completed: no black hole"
+	return 0
+}
