@@ -109,6 +109,16 @@ t_pmtu_bpftool_clamp() {
 	assert_eq "$(pm_entry 10.30.3.2 low_mtu)" "" "entry after 2 KB (learn_kb 0 must act as 4)"
 	xfer 10.30.3.2 20000 >/dev/null || fail xfer
 	assert_eq "$(pm_entry 10.30.3.2 low_mtu)" 1500 "entry after 20 KB"
+	# enforce 7 acts as 1; searches_per_s, max_searches, probes_per_s 0 as 1.
+	nsenter -t "$SP_PID" -m -n bpftool map update pinned "$PIN/pmtu_cfg" key 0 0 0 0 value \
+		32 0 0 0  64 0 0 0  0 0 0 0  8 0 0 0  200 0 0 0  3 0 0 0  0xf4 1 0 0  \
+		0x58 2 0 0  0 4 0 0  0 0 0 0  7 0 0 0  1 0 0 0  0 0 0 0  0 0 0 0  0 0 0 0 || fail bpftool
+	xfer 10.30.3.2 2000 >/dev/null || fail xfer
+	assert_eq "$(sp_json .modules.pmtu.started_with_learned_mss)" 1 "clamped with enforce written as 7"
+	xfer fd30:3::2 2000 >/dev/null || fail xfer
+	for _ in $(seq 50); do [ "$(pm_entry fd30:3:: state)" = searched ] && break; sleep 0.1; done
+	assert_eq "$(pm_entry fd30:3:: probes)" 2 "probes of a search with the rates written as 0"
+	kill -0 "$SP_PID" || fail "stackpilot died"
 }
 
 # pmtu.route=1 never shadows a route an admin made: a host route to the
@@ -374,4 +384,20 @@ t_pmtu_rx_stall_indistinguishable() {
 	assert_eq "${info[0]% lastrcv:*}" "${info[1]% lastrcv:*}" "client socket, black hole vs pausing server"
 	ip netns exec "$NS_D" curl -s -o /dev/null -m 3 http://10.30.1.1:8080/f && fail "download completed: no black hole"
 	return 0
+}
+
+# A dual-stack server (tcptool listens on ::) in the cgroup: its IPv4
+# clients' sockets are IPv4-mapped IPv6; they are keyed and probed as IPv4.
+t_pmtu_server_v4_mapped() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	in_cgroup ip netns exec "$NS_S" "$TCPTOOL" server 5202 >/dev/null &
+	BG_PIDS+=($!); disown
+	sleep 0.3
+	ip netns exec "$NS_D" "$TCPTOOL" client 10.30.1.1 5202 1000 >/dev/null || fail "client in D"
+	pm_wait_state 10.30.2.2 searched || fail "no IPv4 entry for the mapped client: $(sp_json '.modules.pmtu | tostring')"
+	echo "$(sp_json '.modules.pmtu.destinations | tostring')"
+	assert_eq "$(sp_json '.modules.pmtu.destinations | length')" 1 "entries"
+	local low=$(pm_entry 10.30.2.2 low_mtu)
+	[ "$low" -le 1400 ] && [ "$low" -gt 1392 ] || fail "learned MTU $low, path MTU 1400"
 }
