@@ -291,8 +291,16 @@ static bool begin(struct pmtu_state *st, struct pmtu_search *s, const struct sp_
 	pmtu_read_cfg(st, &s->c);
 	inet_ntop(s->ev.key.family, s->ev.dst, s->a, sizeof(s->a));
 	if (s->ev.key.netns != st->netns) {
-		sp_log(SP_LOG_WARN, "pmtu: %s: connection in another network namespace; "
-		       "cannot probe from here (run stackpilot in that namespace)", s->a);
+		__u64 now = pmtu_now_ns();
+
+		/* Each new destination of such a cgroup comes here: one line per 10 s,
+		 * and no_probe stops the asks until the entry expires. */
+		if (now - st->netns_logged_ns > 10 * NS) {
+			st->netns_logged_ns = now;
+			sp_log(SP_LOG_WARN, "pmtu: %s: connection in another network namespace; "
+			       "cannot probe from here (run stackpilot in that namespace)", s->a);
+		}
+		save(s, SP_PM_S_NOPROBE, 0, 0, 0);
 		return false;
 	}
 	if (!wanted(st, ev))

@@ -401,3 +401,22 @@ t_pmtu_server_v4_mapped() {
 	local low=$(pm_entry 10.30.2.2 low_mtu)
 	[ "$low" -le 1400 ] && [ "$low" -gt 1392 ] || fail "learned MTU $low, path MTU 1400"
 }
+
+# Connections from another network namespace than the loader's cannot be
+# probed from here: said once, and the destination is left alone (no_probe)
+# instead of being asked for at every connection.
+t_pmtu_other_netns() {
+	pmtu_topo 1400; make_cgroup
+	mk_netns "sp-$ID-o"
+	SP_NS=sp-$ID-o sp_start --modules pmtu --cgroup "sp-test-$ID"
+	SP_NS=sp-$ID-o
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	pm_wait_state 10.30.2.2 no_probe || fail "state: $(sp_json '.modules.pmtu | tostring')"
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	xfer 10.30.3.2 1000 >/dev/null || fail xfer
+	sleep 0.3
+	echo "$(cat "$TMP/sp.err")"
+	assert_eq "$(sp_json .modules.pmtu.searches_asked)" 2 "searches asked (one per destination)"
+	assert_eq "$(grep -c 'another network namespace' "$TMP/sp.err")" 1 "log lines"
+	assert_eq "$(pm_entry 10.30.2.2 probes)" 0 "probes"
+}
