@@ -92,7 +92,7 @@ static __always_inline void read_cfg(struct cfg *c)
  * The key of the connection's destination, and its full address in full.
  * An IPv4-mapped IPv6 socket (a dual-stack listener's IPv4 client) is IPv4
  * on the wire: it gets the IPv4 key, header size and probes. Returns 1 for
- * a loopback destination (nothing to learn there).
+ * a loopback or IPv6 link-local destination: nothing to search there.
  */
 static __always_inline int make_key(struct bpf_sock_ops *skops, const struct cfg *c,
 				    struct sp_pmtu_key *k, __u32 *full)
@@ -119,7 +119,9 @@ static __always_inline int make_key(struct bpf_sock_ops *skops, const struct cfg
 		local = (bpf_ntohl(ip4) >> 24) == 127;
 	} else {
 		k->addr[0] = a0; k->addr[1] = a1; k->addr[2] = a2; k->addr[3] = a3;
-		local = !a0 && !a1 && !a2 && a3 == bpf_htonl(1);
+		/* ::1, and link-local fe80::/10: a probe would need the scope. */
+		local = (!a0 && !a1 && !a2 && a3 == bpf_htonl(1)) ||
+			(a0 & bpf_htonl(0xffc00000)) == bpf_htonl(0xfe800000);
 	}
 	__builtin_memcpy(full, k->addr, 16);
 	bits = family == AF_INET ? c->prefix4 : c->prefix6;

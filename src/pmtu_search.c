@@ -77,6 +77,8 @@ static void save(struct pmtu_search *s, __u8 state, __u32 low, __u32 high, __u32
 		e.low = low;
 		e.high = high;
 		e.route_mtu = route_mtu;
+	}
+	if (state == SP_PM_S_SEARCHED && s->sent) {
 		/* What answered, so that the next search (at expiry) starts with it. */
 		e.method = s->method == PM_SYN ? SP_PM_M_SYN : SP_PM_M_ECHO;
 		e.port = s->method == PM_SYN ? s->ev.dport : 0;
@@ -242,6 +244,8 @@ static void launch(struct pmtu_search *s)
 			sp_loop_unwatch(s->probe_w);
 			s->probe_w = NULL;
 			pmtu_probe_close(&s->probe);
+			/* Not asked for again at every connection until the entry expires. */
+			save(s, SP_PM_S_NOPROBE, 0, 0, 0);
 			s->active = false;
 			return;
 		}
@@ -309,8 +313,13 @@ static bool begin(struct pmtu_state *st, struct pmtu_search *s, const struct sp_
 	if (s->ev.key.family == AF_INET6 && s->floor_mtu < 1280)
 		s->floor_mtu = 1280;	/* IPv6's minimum MTU always passes */
 	s->ceil_mtu = pmtu_route_mtu(s->ev.key.family, s->ev.dst);
-	if (!s->ceil_mtu || s->ceil_mtu <= s->floor_mtu)
+	if (!s->ceil_mtu)
 		return false;
+	if (s->ceil_mtu <= s->floor_mtu) {
+		/* Nothing to search above our own route's MTU: the kernel uses it already. */
+		save(s, SP_PM_S_SEARCHED, s->ceil_mtu, 0, 0);
+		return false;
+	}
 	/* Start with what answered last time: where echo is filtered, an
 	 * expiry's search would otherwise spend max_probes timeouts on it. */
 	s->method = PM_ECHO;
