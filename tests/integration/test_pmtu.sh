@@ -208,8 +208,11 @@ t_pmtu_learns_before_stall() {
 	assert_eq "$(sp_json .modules.pmtu.searches_asked)" 1 "searches asked"
 	[ "$low" -le 1400 ] && [ "$low" -gt 1392 ] || fail "learned MTU $low, path MTU 1400"
 	[ "$probes" -le 20 ] || fail "$probes probes for one new destination (target <= 20)"
-	set -- $(xfer 10.30.2.2 1000000)
-	assert_eq "$3" 0 "retransmissions of the second connection"
+	# tcp_mtu_probing is 0: into the black hole it would never complete. (Not
+	# retransmissions == 0: a busy machine's tail loss probe counts as one.)
+	set -- $(xfer 10.30.2.2 1000000 "" 5)
+	[ -n "${1:-}" ] || fail "second connection did not complete"
+	awk "BEGIN { exit !($1 < 1) }" || fail "second connection took $1 s"
 	assert_eq "$2" $((low - 52)) "second connection's MSS"
 	# 20 connections to the known destination: not one ask, not one probe.
 	in_cgroup ip netns exec "$NS_S" "$TCPTOOL" client 10.30.2.2 5201 1000 20 >/dev/null || fail "20 connections"
