@@ -208,12 +208,12 @@ static __always_inline void on_connect(struct bpf_sock_ops *skops, bool passive)
 	if (make_key(skops, &c, &k, full))
 		return;
 	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
-	if (!e || !e->low || !fresh(e, &c, now)) {
+	if (!e || !e->low || !fresh(e, &c, now))
 		ask(skops, &c, &k, full, e, now);
-		return;
-	}
-	/* After the handshake TCP_MAXSEG changes nothing: the ask was all. */
-	if (passive)
+	/* An expired low still clamps while its entry is searched again: it
+	 * passed, and starting above it is what may stall. After the handshake
+	 * TCP_MAXSEG changes nothing: for an accepted connection the ask was all. */
+	if (!e || !e->low || passive)
 		return;
 	if (!c.enforce) {
 		sp_count(&pmtu_ctr, SP_PM_WOULD_CLAMP, 1);

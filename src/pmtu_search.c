@@ -108,6 +108,7 @@ static void finish(struct pmtu_search *s)
 
 static void give_up(struct pmtu_search *s)
 {
+	pmtu_route_forget(s->st, &s->ev.key);
 	save(s, SP_PM_S_NOPROBE, 0, 0, 0);
 	sp_log(SP_LOG_WARN, "pmtu: %s answers neither ICMP echo nor a TCP SYN to port %u at %u "
 	       "bytes: cannot probe it; learning from connections only (set tcp_mtu_probing=1)",
@@ -460,14 +461,16 @@ static void on_expire(void *ctx)
 		if (bpf_map_lookup_elem(fd, &k, &e) ||
 		    now - e.updated_ns <= (__u64)c.interval_s * NS || searching(st, &k))
 			continue;
-		pmtu_route_forget(st, &k);
 		if (e.state == SP_PM_S_SEARCHED && k.netns == st->netns && st->nr_pending < MAX_PENDING &&
 		    (k.family == AF_INET ? c.prefix4 == 32 : c.prefix6 == 128)) {
 			struct sp_pmtu_event ev = { .key = k, .kind = PMTU_EV_EXPIRED };
 
+			/* The route stays until the new search replaces it (finish,
+			 * give_up): connections stalled meanwhile are still rescued. */
 			memcpy(ev.dst, k.addr, sizeof(ev.dst));
 			enqueue(st, &ev);
 		} else {
+			pmtu_route_forget(st, &k);
 			bpf_map_delete_elem(fd, &k);
 		}
 	}

@@ -423,3 +423,23 @@ t_pmtu_other_netns() {
 	assert_eq "$(grep -c 'another network namespace' "$TMP/sp.err")" 1 "log lines"
 	assert_eq "$(pm_entry 10.30.2.2 probes)" 0 "probes"
 }
+
+# While an expired entry is searched again (slowed here to a probe a second),
+# connections still start at its low: it passed, and 1448 would stall.
+t_pmtu_expired_entry_still_clamps() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	pm_wait_state 10.30.2.2 searched || fail "not searched"
+	local low=$(pm_entry 10.30.2.2 low_mtu)
+	sp_ctl set pmtu.probes_per_s=1 pmtu.interval_s=1 >/dev/null || fail set
+	for _ in $(seq 50); do grep -q '10.30.2.2: entry expired' "$TMP/sp.err" && break; sleep 0.1; done
+	grep -q '10.30.2.2: entry expired' "$TMP/sp.err" || fail "no search at expiry: $(cat "$TMP/sp.err")"
+	sleep 1.2	# expired for over a second, its search in flight
+	set -- $(xfer 10.30.2.2 1000000 "" 5)
+	echo "during the search at expiry: $*; $(sp_json '.modules.pmtu.destinations | tostring')"
+	[ -n "${1:-}" ] || fail "connection during the search at expiry did not complete"
+	assert_eq "$2" $((low - 52)) "MSS during the search at expiry"
+	grep -q '10.30.2.2: path MTU.*' <(grep -A100 'entry expired' "$TMP/sp.err") && fail "the search at expiry was over: not tested"
+	return 0
+}
