@@ -92,7 +92,7 @@ static __always_inline void read_cfg(struct cfg *c)
  * The key of the connection's destination, and its full address in full.
  * An IPv4-mapped IPv6 socket (a dual-stack listener's IPv4 client) is IPv4
  * on the wire: it gets the IPv4 key, header size and probes. Returns 1 for
- * a loopback destination (nothing to learn there).
+ * a loopback or IPv6 link-local destination: nothing to search there.
  */
 static __always_inline int make_key(struct bpf_sock_ops *skops, const struct cfg *c,
 				    struct sp_pmtu_key *k, __u32 *full)
@@ -119,7 +119,9 @@ static __always_inline int make_key(struct bpf_sock_ops *skops, const struct cfg
 		local = (bpf_ntohl(ip4) >> 24) == 127;
 	} else {
 		k->addr[0] = a0; k->addr[1] = a1; k->addr[2] = a2; k->addr[3] = a3;
-		local = !a0 && !a1 && !a2 && a3 == bpf_htonl(1);
+		/* ::1, and link-local fe80::/10: a probe would need the scope. */
+		local = (!a0 && !a1 && !a2 && a3 == bpf_htonl(1)) ||
+			(a0 & bpf_htonl(0xffc00000)) == bpf_htonl(0xfe800000);
 	}
 	__builtin_memcpy(full, k->addr, 16);
 	bits = family == AF_INET ? c->prefix4 : c->prefix6;
@@ -206,12 +208,12 @@ static __always_inline void on_connect(struct bpf_sock_ops *skops, bool passive)
 	if (make_key(skops, &c, &k, full))
 		return;
 	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
-	if (!e || !e->low || !fresh(e, &c, now)) {
+	if (!e || !e->low || !fresh(e, &c, now))
 		ask(skops, &c, &k, full, e, now);
-		return;
-	}
-	/* After the handshake TCP_MAXSEG changes nothing: the ask was all. */
-	if (passive)
+	/* An expired low still clamps while its entry is searched again: it
+	 * passed, and starting above it is what may stall. After the handshake
+	 * TCP_MAXSEG changes nothing: for an accepted connection the ask was all. */
+	if (!e || !e->low || passive)
 		return;
 	if (!c.enforce) {
 		sp_count(&pmtu_ctr, SP_PM_WOULD_CLAMP, 1);

@@ -49,7 +49,7 @@ struct pmtu_state {
 	struct pmtu_search *searches;	/* PMTU_MAX_SEARCHES of them */
 	/* Token buckets of searches_per_s and probes_per_s, full at start. */
 	double search_tokens, probe_tokens;
-	__u64 tokens_ns, dropped_logged_ns;
+	__u64 tokens_ns, dropped_logged_ns, netns_logged_ns;
 	/* routes we added, to remove on expiry and exit */
 	struct pmtu_route routes[PMTU_MAX_ROUTES];
 	int nr_routes;

@@ -77,6 +77,8 @@ static void save(struct pmtu_search *s, __u8 state, __u32 low, __u32 high, __u32
 		e.low = low;
 		e.high = high;
 		e.route_mtu = route_mtu;
+	}
+	if (state == SP_PM_S_SEARCHED && s->sent) {
 		/* What answered, so that the next search (at expiry) starts with it. */
 		e.method = s->method == PM_SYN ? SP_PM_M_SYN : SP_PM_M_ECHO;
 		e.port = s->method == PM_SYN ? s->ev.dport : 0;
@@ -106,6 +108,7 @@ static void finish(struct pmtu_search *s)
 
 static void give_up(struct pmtu_search *s)
 {
+	pmtu_route_forget(s->st, &s->ev.key);
 	save(s, SP_PM_S_NOPROBE, 0, 0, 0);
 	sp_log(SP_LOG_WARN, "pmtu: %s answers neither ICMP echo nor a TCP SYN to port %u at %u "
 	       "bytes: cannot probe it; learning from connections only (set tcp_mtu_probing=1)",
@@ -171,9 +174,13 @@ static bool advance(struct pmtu_search *s, bool answered)
 		give_up(s);
 		return false;
 	}
+	/* The route's MTU is tried once: if that one loss was not the path's,
+	 * the bisection still ends within threshold of it, and a black hole
+	 * costs max_probes - 1 probes less (with the defaults and a 1500-byte
+	 * route: 20 probes at most, whatever the path). */
 	if (answered)
 		s->low = s->size;
-	else if (s->tries < s->c.max_probes)
+	else if (s->tries < (s->size == s->ceil_mtu ? 1 : s->c.max_probes))
 		return true;
 	else
 		s->high = s->size;
@@ -242,6 +249,8 @@ static void launch(struct pmtu_search *s)
 			sp_loop_unwatch(s->probe_w);
 			s->probe_w = NULL;
 			pmtu_probe_close(&s->probe);
+			/* Not asked for again at every connection until the entry expires. */
+			save(s, SP_PM_S_NOPROBE, 0, 0, 0);
 			s->active = false;
 			return;
 		}
@@ -291,8 +300,16 @@ static bool begin(struct pmtu_state *st, struct pmtu_search *s, const struct sp_
 	pmtu_read_cfg(st, &s->c);
 	inet_ntop(s->ev.key.family, s->ev.dst, s->a, sizeof(s->a));
 	if (s->ev.key.netns != st->netns) {
-		sp_log(SP_LOG_WARN, "pmtu: %s: connection in another network namespace; "
-		       "cannot probe from here (run stackpilot in that namespace)", s->a);
+		__u64 now = pmtu_now_ns();
+
+		/* Each new destination of such a cgroup comes here: one line per 10 s,
+		 * and no_probe stops the asks until the entry expires. */
+		if (now - st->netns_logged_ns > 10 * NS) {
+			st->netns_logged_ns = now;
+			sp_log(SP_LOG_WARN, "pmtu: %s: connection in another network namespace; "
+			       "cannot probe from here (run stackpilot in that namespace)", s->a);
+		}
+		save(s, SP_PM_S_NOPROBE, 0, 0, 0);
 		return false;
 	}
 	if (!wanted(st, ev))
@@ -301,8 +318,13 @@ static bool begin(struct pmtu_state *st, struct pmtu_search *s, const struct sp_
 	if (s->ev.key.family == AF_INET6 && s->floor_mtu < 1280)
 		s->floor_mtu = 1280;	/* IPv6's minimum MTU always passes */
 	s->ceil_mtu = pmtu_route_mtu(s->ev.key.family, s->ev.dst);
-	if (!s->ceil_mtu || s->ceil_mtu <= s->floor_mtu)
+	if (!s->ceil_mtu)
 		return false;
+	if (s->ceil_mtu <= s->floor_mtu) {
+		/* Nothing to search above our own route's MTU: the kernel uses it already. */
+		save(s, SP_PM_S_SEARCHED, s->ceil_mtu, 0, 0);
+		return false;
+	}
 	/* Start with what answered last time: where echo is filtered, an
 	 * expiry's search would otherwise spend max_probes timeouts on it. */
 	s->method = PM_ECHO;
@@ -443,14 +465,16 @@ static void on_expire(void *ctx)
 		if (bpf_map_lookup_elem(fd, &k, &e) ||
 		    now - e.updated_ns <= (__u64)c.interval_s * NS || searching(st, &k))
 			continue;
-		pmtu_route_forget(st, &k);
 		if (e.state == SP_PM_S_SEARCHED && k.netns == st->netns && st->nr_pending < MAX_PENDING &&
 		    (k.family == AF_INET ? c.prefix4 == 32 : c.prefix6 == 128)) {
 			struct sp_pmtu_event ev = { .key = k, .kind = PMTU_EV_EXPIRED };
 
+			/* The route stays until the new search replaces it (finish,
+			 * give_up): connections stalled meanwhile are still rescued. */
 			memcpy(ev.dst, k.addr, sizeof(ev.dst));
 			enqueue(st, &ev);
 		} else {
+			pmtu_route_forget(st, &k);
 			bpf_map_delete_elem(fd, &k);
 		}
 	}
