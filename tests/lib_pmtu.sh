@@ -104,8 +104,8 @@ pmtu_true_mtu() {
 	[ "${2:-}" = -6 ] && hdr=48
 	while [ $((hi - lo)) -gt 1 ]; do
 		mid=$(((lo + hi) / 2))
-		if ip netns exec "$NS_S" ping ${2:-} -M do -c1 -W 0.5 -s $((mid - hdr)) "$1" >/dev/null 2>&1 ||
-		   ip netns exec "$NS_S" ping ${2:-} -M do -c1 -W 0.5 -s $((mid - hdr)) "$1" >/dev/null 2>&1; then
+		if ip netns exec "$NS_S" ping ${2:-} -M do -c1 -W 0.2 -s $((mid - hdr)) "$1" >/dev/null 2>&1 ||
+		   ip netns exec "$NS_S" ping ${2:-} -M do -c1 -W 0.2 -s $((mid - hdr)) "$1" >/dev/null 2>&1; then
 			lo=$mid
 		else
 			hi=$mid
