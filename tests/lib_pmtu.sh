@@ -46,9 +46,9 @@ pmtu_topo() {
 	ip -n "$NS_S" route add default via 10.30.1.2; ip -n "$NS_S" -6 route add default via fd30:1::2
 	ip -n "$NS_D" route add default via 10.30.2.1; ip -n "$NS_D" -6 route add default via fd30:2::1
 	ip -n "$NS_D2" route add default via 10.30.3.1; ip -n "$NS_D2" -6 route add default via fd30:3::1
-	# The way back from D to S is just as narrow (a download's black hole),
-	# from D only: a veth takes a GSO packet over its MTU, so rs cannot just
-	# be made 1400 and the clean D2 -> S must stay clean.
+	# The way back from D to S is just as narrow (a download's black hole).
+	# rd's MTU does not do it: a veth receives GSO packets above its MTU.
+	# rs at the MTU would narrow D2 -> S too: a route MTU for what comes from rd.
 	ip -n "$NS_RT" rule add iif rd lookup 100 pref 100; ip -n "$NS_RT" -6 rule add iif rd lookup 100 pref 100
 	ip -n "$NS_RT" route add 10.30.1.0/24 dev rs mtu "$mtu" table 100
 	ip -n "$NS_RT" -6 route add fd30:1::/64 dev rs mtu "$mtu" table 100
