@@ -111,6 +111,7 @@ int sp_parse_u32(const char *s, __u32 min, __u32 max, __u32 *out);
 int sp_check_privileges(void);
 int sp_check_btf(const char *btf_path);
 int sp_private_dir(const char *path, bool create);
+int sp_netns_cookie(__u64 *cookie);
 int sp_lock_targets(struct sp_run *run);
 int sp_ensure_bpffs(const char *pin_dir);
 int sp_cgroup2_mount(char *buf, size_t len);
