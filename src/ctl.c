@@ -121,12 +121,10 @@ bool sp_status_module(const char *pin_dir, const struct sp_module *m, struct sp_
 		memcpy(&v, cfg + m->tunables[i].off, sizeof(v));
 		sp_rec_gauge(rep, "cfg", m->tunables[i].name, v, "", m->tunables[i].help);
 	}
-	if (m->report)
-		m->report(pin_dir, rep);
+	m->report(pin_dir, rep);
 	return have_cfg;
 }
 
-/* Modules without report() print their members after "cfg" (see sp_json_init_member). */
 static void module_json(const char *pin_dir, const struct sp_module *m, struct sp_json *j,
 			struct sp_report *rep)
 {
@@ -140,8 +138,6 @@ static void module_json(const char *pin_dir, const struct sp_module *m, struct s
 	else if (!m->nr_tunables)
 		sp_json_key(j, "cfg"), sp_json_begin_object(j), sp_json_end_object(j);
 	sp_report_json(rep, j);
-	if (!m->report)
-		m->status(pin_dir, j->out, true);
 	sp_json_end_object(j);
 }
 
@@ -205,8 +201,6 @@ static void status_text(const char *pin_dir, const struct sp_meta *meta, bool al
 		printf("%s:\n", sp_modules[i]->name);
 		sp_status_module(pin_dir, sp_modules[i], rep);
 		sp_report_text(rep, stdout, "  ");
-		if (!sp_modules[i]->report)
-			sp_modules[i]->status(pin_dir, stdout, false);
 	}
 	sp_report_reset(rep);
 	sp_targets_report(pin_dir, rep);

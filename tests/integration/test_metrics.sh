@@ -69,6 +69,39 @@ t_metrics_prometheus() {
 		"$TMP/p2" >/dev/null || fail "run_seconds: $(grep run_seconds "$TMP/p2")"
 }
 
+# rehash's tables on the ECMP testbed with prob=100: JSON has the most
+# rehashed connections and, per destination, their sums; Prometheus has the
+# destinations (same numbers), not the connections (ports would make new
+# series for every connection) nor the windows.
+t_metrics_rehash_tables() {
+	need promtool prometheus
+	source "$ROOT/tests/lib_ecmp.sh"
+	local q='.modules.rehash' sum dst prom
+	ecmp_topo 2 100mbit
+	ip netns exec "$NS_D" iperf3 -s -D -p 5201 >/dev/null || fail iperf3
+	make_cgroup
+	sp_start --cgroup "$CG" --modules rehash
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 3 -P 2 >/dev/null || fail iperf3
+	sp_ctl status --json >"$TMP/s.json" || fail "status --json"
+	sp_ctl status --prometheus >"$TMP/p" || fail "status --prometheus"
+	promtool_clean "$TMP/p"
+	sum=$(jq "[$q.connections[] | select(.dst == \"fd02::2\") | .rehashes] | add // 0" "$TMP/s.json")
+	assert_ge "$sum" 2 "rehashes of the connections to fd02::2"
+	dst=$(jq -c "$q.destinations[] | select(.dst == \"fd02::2\")" "$TMP/s.json")
+	assert_eq "$(echo "$dst" | jq .rehashes)" "$sum" "destination's rehashes vs its connections'"
+	assert_eq "$(echo "$dst" | jq .connections)" \
+		"$(jq "[$q.connections[] | select(.dst == \"fd02::2\")] | length" "$TMP/s.json")" \
+		"destination's connections"
+	prom=$(grep -F 'stackpilot_rehash_destination_rehashes{' "$TMP/p" | grep -F 'destination="fd02::2"' |
+		awk '{ print $NF }')
+	assert_eq "$prom" "$sum" "stackpilot_rehash_destination_rehashes of fd02::2"
+	assert_eq "$(prom_val "$TMP/p" stackpilot_rehash_rehash_now_total)" "$(jq "$q.rehash_now" "$TMP/s.json")" \
+		"rehash_now in Prometheus and JSON"
+	assert_ge "$(prom_val "$TMP/p" stackpilot_rehash_delivered_bytes_total)" 1000000 "delivered bytes"
+	! grep -qE 'sport=|stackpilot_rehash_(connections|windows)_|per_mb' "$TMP/p" || fail "connections or windows exposed"
+}
+
 # README "Metrics" lists every exposed metric with its type, and no other.
 t_metrics_readme_list() {
 	make_cgroup
