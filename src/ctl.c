@@ -155,6 +155,8 @@ static void status_json(const char *pin_dir, const struct sp_meta *meta, bool al
 	sp_json_key(&j, "pid"), sp_json_u64(&j, meta->pid);
 	sp_json_key(&j, "alive"), sp_json_bool(&j, alive);
 	sp_json_key(&j, "uptime_s"), sp_json_u64(&j, up);
+	sp_json_key(&j, "loop_delay_us"), sp_json_u64(&j, meta->loop_delay_ns / 1000);
+	sp_json_key(&j, "loop_delay_max_us"), sp_json_u64(&j, meta->loop_delay_max_ns / 1000);
 	sp_json_key(&j, "pin_path"), sp_json_str(&j, pin_dir);
 	sp_json_key(&j, "cgroup"), sp_json_strn(&j, meta->cgroup, sizeof(meta->cgroup));
 	sp_json_key(&j, "ifaces");
@@ -185,6 +187,8 @@ static void status_text(const char *pin_dir, const struct sp_meta *meta, bool al
 {
 	printf("stackpilot pid %u%s, up %llu s, pins %s\n", meta->pid,
 	       alive ? "" : " (not running: stale pins)", up, pin_dir);
+	printf("event loop late by at most %.1f ms in the last second, %.1f ms since start\n",
+	       meta->loop_delay_ns / 1e6, meta->loop_delay_max_ns / 1e6);
 	if (meta->cgroup[0])
 		printf("cgroup %.*s\n", (int)sizeof(meta->cgroup), meta->cgroup);
 	for (__u32 i = 0; i < meta->nr_ifaces && i < SP_MAX_IFACES; i++) {

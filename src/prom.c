@@ -243,15 +243,21 @@ static void render_progs(FILE *out, const struct sp_table *t)
 	}
 }
 
-static void gauge(FILE *out, const char *name, const char *help, const struct lab *l, int n,
-		  long long v)
+static void gauge_unit(FILE *out, const char *name, const char *help, const struct lab *l, int n,
+		       long long v, const char *unit)
 {
-	static const struct sp_field f = { "", SP_GAUGE, false, "", "" };
+	const struct sp_field f = { "", SP_GAUGE, false, unit, "" };
 	struct sp_val val = { .i = v };
 
 	if (help)
 		header(out, name, false, help);
 	sample(out, name, l, n, &f, &val);
+}
+
+static void gauge(FILE *out, const char *name, const char *help, const struct lab *l, int n,
+		  long long v)
+{
+	gauge_unit(out, name, help, l, n, v, "");
 }
 
 int sp_prom_write(const char *pin_dir, FILE *out)
@@ -272,6 +278,11 @@ int sp_prom_write(const char *pin_dir, FILE *out)
 	      NULL, 0, !kill(meta.pid, 0));
 	gauge(out, "stackpilot_uptime_seconds", "seconds since the run started", NULL, 0,
 	      ts.tv_sec - (long long)(meta.started_ns / 1000000000ULL));
+	gauge_unit(out, "stackpilot_loop_delay_seconds", "the event loop's largest lateness "
+		   "serving its periodic timers in the last second (scrapes, status, module work)",
+		   NULL, 0, meta.loop_delay_ns, "ns");
+	gauge_unit(out, "stackpilot_loop_delay_max_seconds", "the event loop's largest lateness "
+		   "since the run started", NULL, 0, meta.loop_delay_max_ns, "ns");
 	header(out, "stackpilot_module_loaded", false, "1 for each module the run loaded");
 	for (int i = 0; i < sp_nr_modules; i++)
 		if (meta.modules & (1u << i))

@@ -88,6 +88,8 @@ struct sp_run {
 	void *inst[SP_MAX_MODULES];	/* each started module's instance */
 	struct sp_targets *targets;	/* what targets.c watches for this run */
 	__u64 started_ns;		/* CLOCK_MONOTONIC, once published */
+	__u64 loop_delay_ns, loop_delay_max_ns;	/* published in sp_meta, see there */
+	unsigned int ticks;
 	const char *opt_arg[SP_MAX_RUN_OPTS];	/* module run options given, by registration order */
 };
 

@@ -216,6 +216,14 @@ t_metrics_listen() {
 	rss1=$(awk '/^VmRSS/ { print $2 }' "/proc/$SP_PID/status")
 	echo "1000 scrapes in $(echo "$t1 - $t0" | bc) s; RSS $rss0 kB before, $rss1 kB after" >&2
 	[ "$rss1" -le $((rss0 + 2048)) ] || fail "RSS grew from $rss0 kB to $rss1 kB"
+	# The loop measured its own lateness under that load (published each
+	# second): above 0 (it did measure), below its 100 ms tick.
+	sleep 1.1
+	mx curl -sf --max-time 5 "$url/metrics" >"$TMP/m2" || fail "scrape after the load"
+	local late=$(prom_val "$TMP/m2" stackpilot_loop_delay_max_seconds)
+	echo "event loop late by at most $late s since start" >&2
+	awk -v l="$late" 'BEGIN { exit !(l > 0 && l < 0.1) }' ||
+		fail "loop delay under 1000 + 50 scrapes: $late s (the tick is 0.1 s)"
 	sp_stop || fail "stop"
 }
 
