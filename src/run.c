@@ -312,7 +312,11 @@ static void on_signalfd(void *ctx)
 	sp_loop_stop();
 }
 
-/* Modules that still sample the system on a fixed tick. */
+/*
+ * Modules that still sample the system on a fixed tick. Every 10th tick
+ * (1 s) also publishes how late the loop was (a map update a second: cheap,
+ * and a scrape or `status` sees a value at most 1 s old).
+ */
 static void on_tick(void *ctx)
 {
 	struct sp_run *run = ctx;
@@ -320,6 +324,12 @@ static void on_tick(void *ctx)
 	for (int i = 0; i < sp_nr_modules; i++)
 		if ((run->modules & (1u << i)) && sp_modules[i]->tick)
 			sp_modules[i]->tick(run, run->inst[i]);
+	if (++run->ticks % 10)
+		return;
+	run->loop_delay_ns = sp_loop_delay_take();
+	if (run->loop_delay_ns > run->loop_delay_max_ns)
+		run->loop_delay_max_ns = run->loop_delay_ns;
+	sp_run_publish_meta(run);
 }
 
 static void on_status(void *ctx)

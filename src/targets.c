@@ -67,6 +67,8 @@ int sp_run_publish_meta(struct sp_run *run)
 	meta.nr_progs = run->nr_progs;
 	memcpy(meta.prog_ids, run->prog_ids, sizeof(meta.prog_ids));
 	snprintf(meta.cgroup, sizeof(meta.cgroup), "%s", run->cgroup);
+	meta.loop_delay_ns = run->loop_delay_ns;
+	meta.loop_delay_max_ns = run->loop_delay_max_ns;
 
 	if (sp_pin_path(path, sizeof(path), run->pin_dir, "meta"))
 		return -1;
