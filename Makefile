@@ -5,6 +5,9 @@
 # `make SANITIZE=1` builds the loader and its unit tests (test_unit) with
 # ASan + UBSan into build-san/ (BPF objects are the same); `make check` runs
 # the whole suite against that build.
+# `make` builds everything: rules above `all` (version.h) must not become the default.
+.DEFAULT_GOAL := all
+
 ifeq ($(SANITIZE),1)
 OUTPUT    ?= build-san
 else
