@@ -194,7 +194,6 @@ static int parse_iface(struct sp_config *c, char *val, int line)
 {
 	char *save = NULL;
 
-	c->iface_line = line;
 	for (char *tok = strtok_r(val, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
 		if (c->nr_ifaces == SP_MAX_IFACES)
 			return sp_err("iface: at most %d interfaces", SP_MAX_IFACES);
@@ -203,6 +202,7 @@ static int parse_iface(struct sp_config *c, char *val, int line)
 		for (int i = 0; i < c->nr_ifaces; i++)
 			if (!strcmp(c->ifname[i], tok))
 				return sp_err("iface %s: named twice", tok);
+		c->iface_line[c->nr_ifaces] = line;
 		snprintf(c->ifname[c->nr_ifaces++], sizeof(c->ifname[0]), "%s", tok);
 	}
 	return 0;
@@ -376,21 +376,22 @@ int sp_config_load(const char *file, struct sp_config *c)
 	return err ? -1 : 0;
 }
 
-int sp_config_check_host(const struct sp_config *c)
+int sp_config_check_host(const struct sp_config *c, bool metrics)
 {
 	char where[300];
 	int err = 0;
 
 	sp_err_where = where;
-	snprintf(where, sizeof(where), "%s:%d", c->file, c->iface_line);
-	for (int i = 0; !err && i < c->nr_ifaces; i++)
+	for (int i = 0; !err && i < c->nr_ifaces; i++) {
+		snprintf(where, sizeof(where), "%s:%d", c->file, c->iface_line[i]);
 		if (!if_nametoindex(c->ifname[i]))
 			err = sp_err("iface %s: no such interface", c->ifname[i]);
+	}
 	snprintf(where, sizeof(where), "%s:%d", c->file, c->metrics_textfile_line);
-	if (!err && c->metrics_textfile[0] && sp_metrics_opt('t', c->metrics_textfile))
+	if (!err && metrics && c->metrics_textfile[0] && sp_metrics_opt('t', c->metrics_textfile))
 		err = -1;
 	snprintf(where, sizeof(where), "%s:%d", c->file, c->metrics_listen_line);
-	if (!err && c->metrics_listen[0] && sp_metrics_opt('L', c->metrics_listen))
+	if (!err && metrics && c->metrics_listen[0] && sp_metrics_opt('L', c->metrics_listen))
 		err = -1;
 	sp_err_where = NULL;
 	return err;
@@ -426,7 +427,7 @@ int cmd_check_config(int argc, char **argv)
 	c = malloc(sizeof(*c));
 	if (!c)
 		return sp_fail(1, "check-config: %s", strerror(ENOMEM));
-	rc = sp_config_load(file, c) || sp_config_check_host(c) ? 1 : 0;
+	rc = sp_config_load(file, c) || sp_config_check_host(c, true) ? 1 : 0;
 	for (int i = 0; !rc && i < c->nr_cgroups; i++)
 		printf("cgroup %s: pins in %s/%s\n", c->cg[i].path, c->pin_dir, c->cg[i].name);
 	if (!rc && c->nr_ifaces)

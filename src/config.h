@@ -37,9 +37,10 @@ struct sp_config {
 	int log_level;			/* -1: not given */
 	int interval;			/* -1: not given */
 	char metrics_textfile[256], metrics_listen[64];
-	int metrics_textfile_line, metrics_listen_line, iface_line;
+	int metrics_textfile_line, metrics_listen_line;
 	int nr_ifaces;
 	char ifname[SP_MAX_IFACES][32];
+	int iface_line[SP_MAX_IFACES];
 	struct sp_cfg_section global;	/* path and name empty */
 	int nr_cgroups;
 	struct sp_cfg_section cg[SP_MAX_CGROUPS];
@@ -51,8 +52,11 @@ struct sp_config {
  * after one line "FILE:LINE: what is wrong" through sp_err().
  */
 int sp_config_load(const char *file, struct sp_config *c);
-/* The interfaces exist and the metrics options are good: 0 or -1, as above. */
-int sp_config_check_host(const struct sp_config *c);
+/*
+ * The interfaces exist and (with metrics) the metrics options are good, and
+ * are given to metrics.c, which keeps pointers into c: 0 or -1, as above.
+ */
+int sp_config_check_host(const struct sp_config *c, bool metrics);
 /* The pin folder name of a cgroup path as sp_config_load() normalised it. */
 int sp_cgroup_pin_name(const char *path, char *out, size_t len);
 /*

@@ -86,6 +86,10 @@ static void usage_run(FILE *out)
 "Attach stackpilot and stay in the foreground; Ctrl-C (SIGINT/SIGTERM) detaches\n"
 "everything and removes the pins.\n"
 "\n"
+"  --config FILE      the cgroups, modules and tunables of FILE (stackpilot(8),\n"
+"                     CONFIGURATION); SIGHUP re-reads it. Only --log-level,\n"
+"                     --interval and --verbose go with it. Without --config,\n"
+"                     --cgroup, --iface and --modules: %s if it exists\n"
 "  --cgroup PATH      cgroup v2 folder, absolute or relative to the cgroup v2\n"
 "                     mount; the root (every process of the host) only as\n"
 "                     --cgroup /. Needed by the cgroup modules\n"
@@ -102,7 +106,7 @@ static void usage_run(FILE *out)
 "                     node_exporter) every --interval, or 10 s if it is 0\n"
 "  --metrics-listen [ADDR:]PORT  serve Prometheus text on http://ADDR:PORT/metrics\n"
 "                     (ADDR 127.0.0.1 unless given; off by default)\n",
-		SP_MAX_IFACES, SP_PIN_DEFAULT);
+		SP_CONFIG_DEFAULT, SP_MAX_IFACES, SP_PIN_DEFAULT);
 	for (int i = 0; i < nr_run_opts; i++) {
 		char left[64];
 

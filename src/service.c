@@ -269,6 +269,8 @@ static int check_fixed(const struct sp_config *o, const struct sp_config *c)
 		return sp_err("pin-path cannot change on reload (restart the run)");
 	if (strcmp(o->btf, c->btf))
 		return sp_err("btf cannot change on reload (restart the run)");
+	if (o->interval != c->interval)
+		return sp_err("interval cannot change on reload (restart the run)");
 	if (strcmp(o->metrics_textfile, c->metrics_textfile) ||
 	    strcmp(o->metrics_listen, c->metrics_listen))
 		return sp_err("metrics-textfile and metrics-listen cannot change on reload (restart the run)");
@@ -314,7 +316,8 @@ static void reload(void)
 	}
 	sp_err_capture = why;
 	sp_err_capture_len = sizeof(why);
-	err = sp_config_load(S.cfg->file, c) || sp_config_check_host(c) || check_fixed(S.cfg, c);
+	/* The metrics settings are the running ones (check_fixed): not applied again. */
+	err = sp_config_load(S.cfg->file, c) || sp_config_check_host(c, false) || check_fixed(S.cfg, c);
 	sp_err_capture = NULL;
 	if (err) {
 		sp_log(SP_LOG_ERROR, "reload rejected, the running policy stays: %s", why);
@@ -410,7 +413,7 @@ int sp_config_run(const char *file, bool keep_log_level, int interval)
 	S.keep_log_level = keep_log_level;
 	if (!(S.cfg = malloc(sizeof(*S.cfg))))
 		return sp_fail(1, "%s", strerror(ENOMEM));
-	if (sp_config_load(file, S.cfg) || sp_config_check_host(S.cfg)) {
+	if (sp_config_load(file, S.cfg) || sp_config_check_host(S.cfg, true)) {
 		free(S.cfg);
 		return 1;
 	}

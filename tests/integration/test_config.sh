@@ -132,6 +132,10 @@ t_config_three_cgroups() {
 	assert_eq "$(get_cg front tcpstats.port)" 5201 "front after bpftool"
 	assert_eq "$(get_cg latency tcpstats.port)" 5201 "latency after bpftool on front"
 	assert_eq "$(get_cg batch tcpstats.port)" 0 "batch after bpftool on front"
+	# status --cgroup shows one instance, as a single run's status.
+	assert_eq "$("$SP" status --pin-path "$PIN" --cgroup "sp-test-$ID/front" --json | jq -r .cgroup)" "$CG/front" "status --cgroup"
+	assert_eq "$("$SP" status --pin-path "$PIN" --cgroup "$CG/front" --json | jq -r .modules.tcpstats.active_opens)" 1 "status --cgroup FULL-PATH"
+	"$SP" status --pin-path "$PIN" --cgroup "sp-test-$ID/nope" >/dev/null 2>&1 && fail "status of a cgroup not in the run"
 	# status shows every instance; Prometheus has one series per cgroup.
 	assert_eq "$("$SP" status --pin-path "$PIN" --json | jq '.instances | length')" 3 "instances in status"
 	"$SP" status --pin-path "$PIN" | grep -c '^stackpilot pid' | grep -qx 3 || fail "text status: not 3 instances"
@@ -237,4 +241,35 @@ t_config_kill9_restart() {
 	[ -e "$PIN/sp-test-$ID:b" ] && fail "stale pin folder of the killed run"
 	[ -n "$(progs_of a)" ] || fail "not attached"
 	sp_stop || fail "exit status"
+}
+
+# The global settings' interfaces: fragguard with its tunables from the file,
+# in the namespace of the interfaces (ip netns exec, its own bpffs); a
+# reload changes a tunable in place, then takes the interfaces away.
+t_config_ifaces() {
+	source "$ROOT/tests/lib_frag.sh"
+	frag_topo 2
+	local ctl=(nsenter -t "$SP_PID" -m -n "$SP") id
+	{ echo "pin-path = $PIN"; echo "iface = rp1, rp2"; echo "fragguard.enforce = 0"; } >"$TMP/sp.conf"
+	: >"$TMP/sp.err"
+	sp_spawn ip netns exec "$NS_R" "$SP" run --config "$TMP/sp.conf" --interval 0
+	ctl=(nsenter -t "$SP_PID" -m -n "$SP")
+	grep -q "interfaces rp1,rp2" "$TMP/sp.out" || fail "attached line: $(cat "$TMP/sp.out")"
+	assert_eq "$("${ctl[@]}" get --pin-path "$PIN" fragguard.enforce)" "fragguard.enforce=0" "enforce from the file"
+	id=$("${ctl[@]}" status --pin-path "$PIN" --json | jq -r '.programs[] | select(.name == "sp_fragguard") | .id' | sort -u)
+	[ -n "$id" ] || fail "no fragguard program"
+	sed -i 's/^fragguard.enforce = 0/fragguard.enforce = 1/' "$TMP/sp.conf"
+	reload
+	assert_eq "$("${ctl[@]}" get --pin-path "$PIN" fragguard.enforce)" "fragguard.enforce=1" "enforce after reload"
+	assert_eq "$("${ctl[@]}" status --pin-path "$PIN" --json | jq -r '.programs[] | select(.name == "sp_fragguard") | .id' | sort -u)" \
+		"$id" "fragguard program after a tunable reload"
+	grep -q "interfaces: fragguard.enforce 0 -> 1" "$TMP/sp.err" || fail "no line for the change: $(cat "$TMP/sp.err")"
+	# An interface that is not there: rejected, the running policy stays.
+	echo "iface = nosuch$ID" >"$TMP/sp.conf.new"; cat "$TMP/sp.conf" >>"$TMP/sp.conf.new"; mv "$TMP/sp.conf.new" "$TMP/sp.conf"
+	reload
+	grep -q "reload rejected, the running policy stays: $TMP/sp.conf:1: iface nosuch$ID: no such interface" "$TMP/sp.err" ||
+		fail "rejection: $(tail -1 "$TMP/sp.err")"
+	assert_eq "$("${ctl[@]}" get --pin-path "$PIN" fragguard.enforce)" "fragguard.enforce=1" "enforce after a rejected reload"
+	sp_stop || fail "exit status"
+	grep -q '^stackpilot: detached' "$TMP/sp.out" || fail "not detached"
 }
