@@ -69,6 +69,7 @@ static struct {
 	const struct sp_run *run;
 } held[MAX_HELD];
 static int nr_held;
+static bool atexit_set;
 
 /*
  * At exit, while the locks are still held, remove their files: a run
@@ -123,9 +124,8 @@ static int lock_target(const struct sp_run *run, const char *name, const char *w
 	if (nr_held == MAX_HELD || ftruncate(fd, 0) || dprintf(fd, "%d\n", (int)getpid()) < 0)
 		return close(fd), sp_err("cannot write lock %s: %s", path,
 					 nr_held == MAX_HELD ? "too many locks" : strerror(errno));
-	static bool registered;
-	if (!registered)
-		atexit(unlink_held), registered = true;
+	if (!atexit_set)
+		atexit(unlink_held), atexit_set = true;
 	snprintf(held[nr_held].path, sizeof(held[0].path), "%s", path);
 	held[nr_held].fd = fd;
 	held[nr_held++].run = run;

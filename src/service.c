@@ -6,9 +6,11 @@
  * the global settings (pins in PIN_DIR itself). Every instance ticks in
  * the one event loop (run.c).
  *
- * A cgroup that does not exist yet, or goes away, is looked for every
- * CHECK_MS: a stat of each path, so a service started later is attached
- * within that time, and one stopped is detached (its programs went with the
+ * A cgroup that does not exist yet is waited for with inotify on its parent
+ * folder (IN_CREATE), so a service started later is attached as its cgroup
+ * is made, before systemd has moved the service's process into it; and, for
+ * a parent that does not exist either, by a stat of each path every
+ * CHECK_MS. One that goes away is detached (its programs went with the
  * cgroup) and waited for again. A killed config run's locks go with it;
  * its pins are removed by the next run on the pin folder (sweep_pins).
  *
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <bpf/bpf.h>
 #include "sp.h"
@@ -52,7 +55,9 @@ static struct {
 	struct inst *ifaces;		/* NULL without iface = */
 	char mnt[256];
 	bool keep_log_level;
-} S;
+	int ino_fd;			/* parents of the cgroups waited for */
+	struct sp_watch *ino_w;
+} S = { .ino_fd = -1 };
 
 /* sp_run.cfg_init: the configured values over the defaults, before attaching. */
 static void cfg_init(struct sp_run *run, const struct sp_module *m, void *cfg)
@@ -104,6 +109,23 @@ static void detach(struct inst *in)
 	in->state = I_WAITING;
 }
 
+/*
+ * Wake on_check() when something is made in the parent of a cgroup waited
+ * for. Watches are per folder (adding one again is a no-op) and go when the
+ * folder does; one left on a folder no longer needed costs a spurious check.
+ */
+static void watch_parent(const struct inst *in)
+{
+	char parent[sizeof(in->abs)], *slash;
+
+	snprintf(parent, sizeof(parent), "%s", in->abs);
+	slash = strrchr(parent, '/');
+	if (S.ino_fd < 0 || !slash || slash == parent)
+		return;
+	*slash = '\0';
+	inotify_add_watch(S.ino_fd, parent, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
+}
+
 /* 0: attached, waiting for its cgroup, or failed before on this one; -1: failed now (said why). */
 static int attach(struct inst *in)
 {
@@ -115,6 +137,7 @@ static int attach(struct inst *in)
 	if (in->abs[0] && (stat(in->abs, &st) || !S_ISDIR(st.st_mode))) {
 		if (in->state == I_FAILED)
 			in->state = I_WAITING;
+		watch_parent(in);
 		return 0;
 	}
 	/* Tried once on this very cgroup: again when it is re-created or on reload. */
@@ -201,6 +224,15 @@ static void on_check(void *ctx)
 			sp_log(SP_LOG_ERROR, "cgroup %s: not attached; tried again when it is "
 			       "re-created or the file is reloaded", in->sec.path);
 	}
+}
+
+static void on_inotify(void *ctx)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+	while (read(S.ino_fd, buf, sizeof(buf)) > 0)
+		;
+	on_check(ctx);
 }
 
 /* A killed config run's pin folders: everything in a sub-folder of ours is stale. */
@@ -428,6 +460,10 @@ int sp_config_run(const char *file, bool keep_log_level, int interval)
 	    sp_state_open())
 		goto out;
 	sweep_pins(S.cfg->pin_dir);
+	/* Without inotify the periodic check still finds new cgroups. */
+	S.ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (S.ino_fd >= 0 && !(S.ino_w = sp_loop_watch(S.ino_fd, on_inotify, NULL)))
+		goto out;
 	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	if (stats_fd < 0)
 		sp_log(SP_LOG_WARN, "BPF run-time stats unavailable: %s", strerror(errno));
@@ -445,6 +481,9 @@ int sp_config_run(const char *file, bool keep_log_level, int interval)
 	}
 out:
 	sp_loop_unwatch(check_w);
+	sp_loop_unwatch(S.ino_w);
+	if (S.ino_fd >= 0)
+		close(S.ino_fd);
 	stop_all();
 	rmdir(S.cfg->pin_dir);
 	if (stats_fd >= 0)
