@@ -235,7 +235,10 @@ static void on_inotify(void *ctx)
 	on_check(ctx);
 }
 
-/* A killed config run's pin folders: everything in a sub-folder of ours is stale. */
+/*
+ * What a killed run left in the pin folder we hold the lock of: its pins
+ * (the interfaces' instance, or a single run's) and its cgroups' folders.
+ */
 static void sweep_pins(const char *pin_dir)
 {
 	DIR *d = opendir(pin_dir), *sub;
@@ -245,9 +248,13 @@ static void sweep_pins(const char *pin_dir)
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
-		if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", pin_dir, e->d_name);
+		if (e->d_type != DT_DIR) {
+			unlink(p);
+			continue;
+		}
 		if (!(sub = opendir(p)))
 			continue;
 		while ((f = readdir(sub)))

@@ -235,10 +235,15 @@ t_config_kill9_restart() {
 	sp_stop KILL
 	wait_for no_progs a b || fail "programs left after kill -9"
 	[ -e "$PIN/sp-test-$ID:b/meta" ] || fail "expected the killed run's pins"
+	# And a single run's, killed too, on the same pin folder.
+	sp_spawn "$SP" run --pin-path "$PIN" --cgroup "$CG/b" --modules tcpstats --interval 0
+	sp_stop KILL
+	[ -e "$PIN/meta" ] || fail "expected the killed single run's pins"
 	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 42"
 	cfg_start
 	assert_eq "$(get_cg a rehash.prob)" 42 "tunable after kill -9 and restart"
 	[ -e "$PIN/sp-test-$ID:b" ] && fail "stale pin folder of the killed run"
+	assert_eq "$(find "$PIN" -maxdepth 1 ! -type d)" "" "stale pins in the pin folder"
 	[ -n "$(progs_of a)" ] || fail "not attached"
 	sp_stop || fail "exit status"
 }
