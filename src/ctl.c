@@ -310,6 +310,12 @@ int cmd_status(int argc, char **argv)
 	sp_json_init(&j, stdout);
 	/* A config run: its interfaces' instance (if any) and each cgroup's. */
 	n = sp_instances(pin_dir, names, SP_MAX_CGROUPS);
+	snprintf(dir, sizeof(dir), "%s/meta", pin_dir);
+	if (!n && access(dir, F_OK) && !access(pin_dir, F_OK)) {
+		free(rep);
+		return sp_fail(1, "%s: nothing attached (a `run --config` whose cgroups do not exist yet "
+			       "has no pins until one does)", pin_dir);
+	}
 	if (!n) {
 		rc = status_one(pin_dir, json ? &j : NULL, rep);
 	} else {
@@ -320,7 +326,6 @@ int cmd_status(int argc, char **argv)
 			sp_json_key(&j, "instances");
 			sp_json_begin_array(&j);
 		}
-		snprintf(dir, sizeof(dir), "%s/meta", pin_dir);
 		rc = !access(dir, F_OK) && status_one(pin_dir, json ? &j : NULL, rep);
 		for (int i = 0; i < n; i++) {
 			rc |= sp_pin_path(dir, sizeof(dir), pin_dir, names[i]) ? 1 :

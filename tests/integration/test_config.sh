@@ -208,6 +208,8 @@ t_config_cgroup_appears() {
 	cfg_start
 	grep -q "1 cgroup (1 waiting" "$TMP/sp.out" || fail "attached line: $(cat "$TMP/sp.out")"
 	grep -q "cgroup sp-test-$ID/later does not exist yet" "$TMP/sp.err" || fail "no waiting line"
+	out=$("$SP" status --pin-path "$PIN" --cgroup "sp-test-$ID/later" 2>&1) && fail "status of a cgroup waited for"
+	echo "$out"
 	mkdir "$CG/later" || fail mkdir
 	wait_for has_progs later || fail "not attached after the cgroup appeared: $(cat $TMP/sp.err)"
 	p1=$(progs_of later)
