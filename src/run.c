@@ -21,6 +21,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "sp.h"
+#include "persist.h"
 #include "log.h"
 #include "loop.h"
 #include "state.h"
@@ -100,8 +101,14 @@ static void usage_run(FILE *out)
 "  --metrics-textfile DIR  write DIR/stackpilot.prom (Prometheus text, for\n"
 "                     node_exporter) every --interval, or 10 s if it is 0\n"
 "  --metrics-listen [ADDR:]PORT  serve Prometheus text on http://ADDR:PORT/metrics\n"
-"                     (ADDR 127.0.0.1 unless given; off by default)\n",
-		SP_MAX_IFACES, SP_PIN_DEFAULT);
+"                     (ADDR 127.0.0.1 unless given; off by default)\n"
+"  --persist          apply and save state: tunables `set` changes are saved\n"
+"                     for the next run on this cgroup, and what modules learned\n"
+"                     (pmtu) is saved every %d s and at exit, restored at start\n"
+"  --state-dir DIR    where state is kept (default %s)\n"
+"  --dry-run          every module with an `enforce` tunable starts with it at 0\n"
+"                     (count, do not act); `set MODULE.enforce=1` turns it on\n",
+		SP_MAX_IFACES, SP_PIN_DEFAULT, SP_PERSIST_SAVE_S, SP_STATE_DIR_DEFAULT);
 	for (int i = 0; i < nr_run_opts; i++) {
 		char left[64];
 
@@ -144,6 +151,7 @@ static void stop_all(struct sp_run *run)
 {
 	char path[512];
 
+	sp_persist_stop(run);	/* the last save, while the modules still hold what they learned */
 	sp_targets_stop(run);
 	for (int i = sp_nr_modules - 1; i >= 0; i--) {
 		if (run->modules & (1u << i))
@@ -164,7 +172,7 @@ struct run_args {
 /* Options into run and a; -1 to go on, else the exit code. */
 static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args *a)
 {
-	struct option opts[12 + MAX_RUN_OPTS] = {
+	struct option opts[15 + MAX_RUN_OPTS] = {
 		{ "cgroup", required_argument, NULL, 'c' },
 		{ "modules", required_argument, NULL, 'm' },
 		{ "iface", required_argument, NULL, 'i' },
@@ -176,8 +184,11 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "metrics-textfile", required_argument, NULL, 't' },
 		{ "metrics-listen", required_argument, NULL, 'L' },
+		{ "persist", no_argument, NULL, 'P' },
+		{ "state-dir", required_argument, NULL, 'S' },
+		{ "dry-run", no_argument, NULL, 'D' },
 	};
-	int opt, n = 11, rc;
+	int opt, n = 14, rc;
 
 	for (int i = 0; i < nr_run_opts; i++)
 		opts[n++] = (struct option){ run_opts[i]->name, required_argument, NULL, 256 + i };
@@ -207,6 +218,10 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 			break;
 		case 't': case 'L':	/* metrics.c */
 			if ((rc = sp_metrics_opt(opt, optarg)))
+				return rc;
+			break;
+		case 'P': case 'S': case 'D':	/* persist.c */
+			if ((rc = sp_persist_opt(run, opt, optarg)))
 				return rc;
 			break;
 		case 'v': a->verbose = true; break;
@@ -284,7 +299,7 @@ static int setup_run(struct sp_run *run, struct run_args *a, int *lock_fd, int *
 			return 1;
 		}
 	}
-	if (sp_run_publish_meta(run) || sp_targets_start(run)) {
+	if (sp_run_publish_meta(run) || sp_targets_start(run) || sp_persist_start(run)) {
 		stop_all(run);
 		return 1;
 	}

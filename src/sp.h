@@ -94,6 +94,8 @@ struct sp_run {
 	struct sp_targets *targets;	/* what targets.c watches for this run */
 	__u64 started_ns;		/* CLOCK_MONOTONIC, once published */
 	const char *opt_arg[SP_MAX_RUN_OPTS];	/* module run options given, by registration order */
+	bool persist;		/* run --persist (config runs: default): save and restore state */
+	bool dry_run;		/* run --dry-run: every `enforce` tunable starts at 0 */
 };
 
 /* The instance of m in run, or NULL when m is not running there. */
