@@ -435,18 +435,30 @@ static void save_learned(struct sp_run *run)
 	}
 }
 
-/* Process-wide like the loop: one timer for the run that started it. */
-static struct sp_watch *save_w;
-static bool started;
+/*
+ * The runs saving now, each with its timer: one process may hold several
+ * runs (a configuration file's cgroups), each with its own files.
+ */
+#define MAX_SAVING 64
+static struct saving { struct sp_run *run; struct sp_watch *w; } saving[MAX_SAVING];
 
 static void on_save(void *ctx)
 {
 	save_learned(ctx);
 }
 
+static struct saving *saving_of(const struct sp_run *run)
+{
+	for (int i = 0; i < MAX_SAVING; i++)
+		if (saving[i].run == run)
+			return &saving[i];
+	return NULL;
+}
+
 int sp_persist_start(struct sp_run *run)
 {
 	char names[128] = "";
+	struct saving *s;
 	size_t n = 0;
 
 	if (run->dry_run) {
@@ -465,20 +477,29 @@ int sp_persist_start(struct sp_run *run)
 		return 0;
 	if (sp_private_dir(state_dir, true))
 		return -1;
-	save_w = sp_loop_timer(on_save, run);
-	if (!save_w || sp_timer_arm(save_w, SP_PERSIST_SAVE_S * 1000, SP_PERSIST_SAVE_S * 1000))
+	if (!(s = saving_of(NULL)))
+		return sp_err("persist: more than %d runs in one process", MAX_SAVING);
+	s->w = sp_loop_timer(on_save, run);
+	if (!s->w || sp_timer_arm(s->w, SP_PERSIST_SAVE_S * 1000, SP_PERSIST_SAVE_S * 1000)) {
+		sp_loop_unwatch(s->w);
+		s->w = NULL;
 		return sp_err("persist: registering with the event loop failed");
-	started = true;
+	}
+	s->run = run;
 	return 0;
 }
 
 void sp_persist_stop(struct sp_run *run)
 {
-	sp_loop_unwatch(save_w);
-	save_w = NULL;
-	if (started)
-		save_learned(run);
-	started = false;
+	struct saving *s = saving_of(run);
+
+	if (cached_run == run)
+		cached_run = NULL;
+	if (!s)
+		return;
+	sp_loop_unwatch(s->w);
+	*s = (struct saving){};
+	save_learned(run);
 }
 
 void sp_persist_meta(const struct sp_run *run, struct sp_meta *meta)
