@@ -17,7 +17,7 @@ _stackpilot() {
 		return
 	fi
 	case $prev in
-	--pin-path|--metrics-textfile) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+	--pin-path|--metrics-textfile|--state-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
 	--btf|--config) COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	--iface) COMPREPLY=($(compgen -W "$(ls /sys/class/net 2>/dev/null)" -- "$cur")); return ;;
 	--log-level) COMPREPLY=($(compgen -W "error warn info debug" -- "$cur")); return ;;

@@ -74,8 +74,9 @@ int sp_instances(const char *pin_dir, char (*names)[256], int max);
 int cmd_check_config(int argc, char **argv);
 /*
  * service.c: `run --config FILE` to its end. keep_log_level: --log-level or
- * --verbose was given and wins over the file's; interval -1: the file's.
+ * --verbose was given and wins over the file's; interval -1: the file's;
+ * dry_run: --dry-run, for every instance. State persists (run --persist).
  */
-int sp_config_run(const char *file, bool keep_log_level, int interval);
+int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_run);
 
 #endif

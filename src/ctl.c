@@ -12,9 +12,12 @@
 #include <bpf/libbpf.h>
 #include "sp.h"
 #include "config.h"
+#include "persist.h"
 
-/* status --prometheus; parse_common() sets it. */
+/* status --prometheus; set --persist (1) / --no-persist (-1). parse_common() sets them. */
 static bool want_prom;
+static int want_persist;
+static void usage_set(FILE *out);
 
 /* --cgroup PATH of a config run: its instance's pin folder below --pin-path. */
 static int with_cgroup(char *pin_dir, size_t len, const char *cgroup)
@@ -63,6 +66,8 @@ static int parse_common(int argc, char **argv, char *pin_dir, size_t len,
 		{ "pin-path", required_argument, NULL, 'p' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "prometheus", no_argument, NULL, 'P' },
+		{ "persist", no_argument, NULL, 'S' },
+		{ "no-persist", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "cgroup", required_argument, NULL, 'c' },
 		{},
@@ -90,6 +95,11 @@ static int parse_common(int argc, char **argv, char *pin_dir, size_t len,
 			want_prom = true;
 			break;
 		case 'c': cgroup = optarg; break;
+		case 'S': case 'N':
+			if (usage != usage_set)
+				return sp_fail(2, "--persist and --no-persist are only for set");
+			want_persist = opt == 'S' ? 1 : -1;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -218,6 +228,7 @@ static void status_json(struct sp_json *jp, const char *pin_dir, const struct sp
 			module_json(pin_dir, sp_modules[i], &j, rep);
 	sp_json_end_object(&j);
 	sp_report_reset(rep);
+	sp_persist_report(pin_dir, meta, rep);
 	sp_targets_report(pin_dir, rep);
 	sp_status_progs(meta, rep);
 	sp_report_json(rep, &j);
@@ -250,6 +261,7 @@ static void status_text(const char *pin_dir, const struct sp_meta *meta, bool al
 			sp_modules[i]->status(pin_dir, stdout, false);
 	}
 	sp_report_reset(rep);
+	sp_persist_report(pin_dir, meta, rep);
 	sp_targets_report(pin_dir, rep);
 	sp_status_progs(meta, rep);
 	sp_report_text(rep, stdout, "");
@@ -365,9 +377,11 @@ static void usage_get(FILE *out)
 static void usage_set(FILE *out)
 {
 	fprintf(out,
-"Usage: stackpilot set [--pin-path DIR] [--cgroup PATH] KEY=VALUE ...\n"
+"Usage: stackpilot set [--pin-path DIR] [--cgroup PATH] [--persist | --no-persist]\n"
+"                      KEY=VALUE ...\n"
 "Change tunables of the running stackpilot; programs use the new value at once.\n"
-"All assignments are checked before any is written.\n"
+"All assignments are checked before any is written. --persist also saves them\n"
+"for the next run on the same cgroup (the default when the run has --persist).\n"
 "Tunables:\n");
 	list_tunables(out);
 }
@@ -457,6 +471,8 @@ int cmd_set(int argc, char **argv)
 	for (int i = 0; i < sp_nr_modules; i++)
 		if ((touched & (1u << i)) && sp_cfg_write(pin_dir, sp_modules[i], cfg[i]))
 			return 1;
+	if (sp_persist_set(pin_dir, want_persist, argv + optind, argc - optind))
+		return 1;
 	for (int i = optind; i < argc; i++) {
 		sp_parse_assignment(argv[i], &m, &t, &v);
 		printf("%s.%s=%u\n", m->name, t->name, v);

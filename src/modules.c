@@ -7,6 +7,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "sp.h"
+#include "persist.h"
 
 /* Order is attach order, and the bit order of sp_meta.modules. */
 const struct sp_module *const sp_modules[] = {
@@ -207,8 +208,9 @@ int sp_module_publish(struct sp_run *run, const struct sp_module *m,
 {
 	struct bpf_map *cfg = bpf_object__find_map_by_name(obj, m->cfg_map);
 
+	/* Then saved tunables, --dry-run and saved state, before the first packet. */
 	if (!cfg || sp_cfg_write_initial(run, m, bpf_map__fd(cfg)) ||
-	    sp_pin_obj_maps(obj, run->pin_dir))
+	    sp_persist_apply(run, m, bpf_map__fd(cfg)) || sp_pin_obj_maps(obj, run->pin_dir))
 		return -1;
 	if (!sockops)
 		return 0;

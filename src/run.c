@@ -21,6 +21,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "sp.h"
+#include "persist.h"
 #include "log.h"
 #include "loop.h"
 #include "state.h"
@@ -87,8 +88,9 @@ static void usage_run(FILE *out)
 "everything and removes the pins.\n"
 "\n"
 "  --config FILE      the cgroups, modules and tunables of FILE (stackpilot(8),\n"
-"                     CONFIGURATION); SIGHUP re-reads it. Only --log-level,\n"
-"                     --interval and --verbose go with it. Without --config,\n"
+"                     CONFIGURATION); SIGHUP re-reads it; state persists as with\n"
+"                     --persist. Only --log-level, --interval, --state-dir,\n"
+"                     --dry-run and --verbose go with it. Without --config,\n"
 "                     --cgroup, --iface and --modules: %s if it exists\n"
 "  --cgroup PATH      cgroup v2 folder, absolute or relative to the cgroup v2\n"
 "                     mount; the root (every process of the host) only as\n"
@@ -105,8 +107,15 @@ static void usage_run(FILE *out)
 "  --metrics-textfile DIR  write DIR/stackpilot.prom (Prometheus text, for\n"
 "                     node_exporter) every --interval, or 10 s if it is 0\n"
 "  --metrics-listen [ADDR:]PORT  serve Prometheus text on http://ADDR:PORT/metrics\n"
-"                     (ADDR 127.0.0.1 unless given; off by default)\n",
-		SP_CONFIG_DEFAULT, SP_MAX_IFACES, SP_PIN_DEFAULT);
+"                     (ADDR 127.0.0.1 unless given; off by default)\n"
+"  --persist          apply and save state: tunables `set` changes are saved\n"
+"                     for the next run on this cgroup, and what modules learned\n"
+"                     (pmtu) is saved every %d s and at exit, restored at start\n"
+"                     (always with --config)\n"
+"  --state-dir DIR    where state is kept (default %s)\n"
+"  --dry-run          every module with an `enforce` tunable starts with it at 0\n"
+"                     (count, do not act); `set MODULE.enforce=1` turns it on\n",
+		SP_CONFIG_DEFAULT, SP_MAX_IFACES, SP_PIN_DEFAULT, SP_PERSIST_SAVE_S, SP_STATE_DIR_DEFAULT);
 	for (int i = 0; i < nr_run_opts; i++) {
 		char left[64];
 
@@ -167,6 +176,7 @@ void sp_run_detach(struct sp_run *run)
 	char path[512];
 
 	sp_runs_del(run);
+	sp_persist_stop(run);	/* the last save, while the modules still hold what they learned */
 	sp_targets_stop(run);
 	for (int i = sp_nr_modules - 1; i >= 0; i--) {
 		if (run->modules & (1u << i))
@@ -189,7 +199,7 @@ struct run_args {
 /* Options into run and a; -1 to go on, else the exit code. */
 static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args *a)
 {
-	struct option opts[13 + MAX_RUN_OPTS] = {
+	struct option opts[16 + MAX_RUN_OPTS] = {
 		{ "cgroup", required_argument, NULL, 'c' },
 		{ "modules", required_argument, NULL, 'm' },
 		{ "iface", required_argument, NULL, 'i' },
@@ -201,9 +211,12 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "metrics-textfile", required_argument, NULL, 't' },
 		{ "metrics-listen", required_argument, NULL, 'L' },
+		{ "persist", no_argument, NULL, 'P' },
+		{ "state-dir", required_argument, NULL, 'S' },
+		{ "dry-run", no_argument, NULL, 'D' },
 		{ "config", required_argument, NULL, 'C' },
 	};
-	int opt, n = 12, rc, li = 0;
+	int opt, n = 15, rc, li = 0;
 
 	for (int i = 0; i < nr_run_opts; i++)
 		opts[n++] = (struct option){ run_opts[i]->name, required_argument, NULL, 256 + i };
@@ -239,6 +252,10 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 			if ((rc = sp_metrics_opt(opt, optarg)))
 				return rc;
 			break;
+		case 'P': case 'S': case 'D':	/* persist.c */
+			if ((rc = sp_persist_opt(run, opt, optarg)))
+				return rc;
+			break;
 		case 'v': a->verbose = true; break;
 		case 'l': if (sp_log_set_level(optarg)) return 2; a->log_level = true; break;
 		case 'h': usage_run(stdout); return 0;
@@ -260,7 +277,8 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 		a->config = SP_CONFIG_DEFAULT;
 	if (a->config && a->file_only)
 		return sp_fail(2, "--%s: with --config, give it in the file (only --log-level, "
-			       "--interval and --verbose go with --config)", a->file_only);
+			       "--interval, --state-dir, --dry-run and --verbose go with --config)",
+			       a->file_only);
 	if (a->config)
 		return -1;
 	if (sp_parse_modules(a->modules, &run->modules))
@@ -302,7 +320,7 @@ int sp_run_attach(struct sp_run *run)
 			return -1;
 		}
 	}
-	if (sp_run_publish_meta(run) || sp_targets_start(run)) {
+	if (sp_run_publish_meta(run) || sp_targets_start(run) || sp_persist_start(run)) {
 		sp_run_detach(run);
 		return -1;
 	}
@@ -429,7 +447,7 @@ int cmd_run(int argc, char **argv)
 		sp_log_level = SP_LOG_DEBUG;
 	if (a.config)
 		return sp_config_run(a.config, a.log_level || a.verbose,
-				     a.have_interval ? (int)a.interval : -1);
+				     a.have_interval ? (int)a.interval : -1, run.dry_run);
 	rc = setup_run(&run, &a, &lock_fd, &stats_fd);
 	if (!rc) {
 		rc = sp_run_loop(run.pin_dir, a.interval);

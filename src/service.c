@@ -54,7 +54,7 @@ static struct {
 	int n;
 	struct inst *ifaces;		/* NULL without iface = */
 	char mnt[256];
-	bool keep_log_level;
+	bool keep_log_level, dry_run;
 	int ino_fd;			/* parents of the cgroups waited for */
 	struct sp_watch *ino_w;
 } S = { .ino_fd = -1 };
@@ -93,6 +93,8 @@ static void reset_run(struct inst *in)
 	run->cfg_init = cfg_init;
 	run->owner = in;
 	run->keep_pin_dir = !in->abs[0];	/* the interfaces' pins are in the cgroups' parent */
+	run->persist = true;	/* a service: what `set` changes and pmtu learns outlives the run */
+	run->dry_run = S.dry_run;
 	run->modules = in->sec.modules;
 	run->btf_path = S.cfg->btf[0] ? S.cfg->btf : NULL;
 }
@@ -444,12 +446,13 @@ static int start_all(void)
 	return 0;
 }
 
-int sp_config_run(const char *file, bool keep_log_level, int interval)
+int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_run)
 {
 	struct sp_watch *check_w = NULL;
 	int lock_fd = -1, stats_fd = -1, rc = 1;
 
 	S.keep_log_level = keep_log_level;
+	S.dry_run = dry_run;
 	if (!(S.cfg = malloc(sizeof(*S.cfg))))
 		return sp_fail(1, "%s", strerror(ENOMEM));
 	if (sp_config_load(file, S.cfg) || sp_config_check_host(S.cfg, true)) {

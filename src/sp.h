@@ -95,6 +95,8 @@ struct sp_run {
 	struct sp_targets *targets;	/* what targets.c watches for this run */
 	__u64 started_ns;		/* CLOCK_MONOTONIC, once published */
 	const char *opt_arg[SP_MAX_RUN_OPTS];	/* module run options given, by registration order */
+	bool persist;		/* run --persist (config runs: default): save and restore state */
+	bool dry_run;		/* run --dry-run: every `enforce` tunable starts at 0 */
 	/* If set, changes a module's default tunables before it attaches (a config file's). */
 	void (*cfg_init)(struct sp_run *run, const struct sp_module *m, void *cfg);
 	void *owner;			/* whoever set cfg_init: a config run's instance */

@@ -20,6 +20,7 @@
 #include <linux/rtnetlink.h>
 #include <bpf/bpf.h>
 #include "sp.h"
+#include "persist.h"
 #include "loop.h"
 #include "nl.h"
 
@@ -67,6 +68,7 @@ int sp_run_publish_meta(struct sp_run *run)
 	meta.nr_progs = run->nr_progs;
 	memcpy(meta.prog_ids, run->prog_ids, sizeof(meta.prog_ids));
 	snprintf(meta.cgroup, sizeof(meta.cgroup), "%s", run->cgroup);
+	sp_persist_meta(run, &meta);
 
 	if (sp_pin_path(path, sizeof(path), run->pin_dir, "meta"))
 		return -1;

@@ -23,7 +23,7 @@ median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] 
 start_secs() {
 	local t0=$(now)
 	: >"$TMP/sp.err"
-	sp_spawn "$SP" run --config "$TMP/c.conf" --interval 0
+	sp_spawn "$SP" run --config "$TMP/c.conf" --interval 0 --state-dir "$TMP/state"
 	echo "$(now) - $t0" | bc -l
 }
 
@@ -44,7 +44,7 @@ done
 
 # A cgroup made while the run waits for it: mkdir to its programs attached.
 conf_n 1 w >"$TMP/c.conf"
-sp_spawn "$SP" run --config "$TMP/c.conf" --interval 0
+sp_spawn "$SP" run --config "$TMP/c.conf" --interval 0 --state-dir "$TMP/state"
 : >"$TMP/appear"
 for r in $(seq "$ROUNDS"); do
 	t0=$(now); mkdir "$CG/w1"
@@ -58,7 +58,7 @@ sp_stop
 # CPU time (utime + stime, clock ticks) of a run in 10 s: N waiting cgroups vs N attached.
 cpu10() {
 	local a b
-	sp_spawn "$SP" run --config "$TMP/c.conf" --interval 0
+	sp_spawn "$SP" run --config "$TMP/c.conf" --interval 0 --state-dir "$TMP/state"
 	sleep 1
 	a=$(awk '{ print $14 + $15 }' "/proc/$SP_PID/stat"); sleep 10
 	b=$(awk '{ print $14 + $15 }' "/proc/$SP_PID/stat")

@@ -19,7 +19,8 @@ conf() {
 	{ echo "pin-path = $PIN"; printf '%s\n' "$@"; } >"$TMP/sp.conf"
 }
 
-cfg_start() { : >"$TMP/sp.err"; sp_spawn "$SP" run --config "$TMP/sp.conf" --interval 0 "$@"; }
+# State (a config run persists it) in the test's folder, never /var/lib.
+cfg_start() { : >"$TMP/sp.err"; sp_spawn "$SP" run --config "$TMP/sp.conf" --interval 0 --state-dir "$TMP/state" "$@"; }
 
 # get KEY of child cgroup C: get_cg C KEY -> value
 get_cg() { "$SP" get --pin-path "$PIN" --cgroup "sp-test-$ID/$1" "$2" | cut -d= -f2; }
@@ -55,7 +56,7 @@ t_config_check() {
 		assert_eq $rc 1 "check-config exit status for: $*"
 		[[ $out == "stackpilot: $f:$line: "*"$want"* ]] || fail "expected $f:$line: ...$want..., got: $out"
 		[ "$(echo "$out" | wc -l)" = 1 ] || fail "more than one line: $out"
-		out=$("$SP" run --config "$f" 2>&1); rc=$?
+		out=$("$SP" run --config "$f" --state-dir "$TMP/state" 2>&1); rc=$?
 		assert_eq $rc 1 "run exit status for: $*"
 		[[ $out == *"$f:$line: "* ]] || fail "run does not name $f:$line: $out"
 	}
@@ -77,7 +78,7 @@ t_config_check() {
 	[ -e "$PIN" ] && fail "pin folder left by a refused run"
 	# A config and a target on the command line do not mix.
 	conf "[cgroup sp-test-$ID/a]"
-	"$SP" run --config "$TMP/sp.conf" --cgroup / >/dev/null 2>&1; assert_eq $? 2 "--config with --cgroup"
+	"$SP" run --config "$TMP/sp.conf" --cgroup / --state-dir "$TMP/state" >/dev/null 2>&1; assert_eq $? 2 "--config with --cgroup"
 	"$SP" check-config "$TMP/sp.conf" | grep -qx "cgroup sp-test-$ID/a: pins in $PIN/sp-test-$ID:a" || fail "pin folder name"
 	return 0
 }
@@ -234,6 +235,8 @@ t_config_kill9_restart() {
 	cg_tree a b
 	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 42" "[cgroup sp-test-$ID/b]" "modules = tcpstats"
 	cfg_start
+	# A config run persists `set` by default.
+	"$SP" set --pin-path "$PIN" --cgroup "sp-test-$ID/a" rehash.mode=1 >/dev/null || fail set
 	sp_stop KILL
 	wait_for no_progs a b || fail "programs left after kill -9"
 	[ -e "$PIN/sp-test-$ID:b/meta" ] || fail "expected the killed run's pins"
@@ -243,7 +246,8 @@ t_config_kill9_restart() {
 	[ -e "$PIN/meta" ] || fail "expected the killed single run's pins"
 	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 42"
 	cfg_start
-	assert_eq "$(get_cg a rehash.prob)" 42 "tunable after kill -9 and restart"
+	assert_eq "$(get_cg a rehash.prob)" 42 "tunable of the file after kill -9 and restart"
+	assert_eq "$(get_cg a rehash.mode)" 1 "tunable set while running, after kill -9 and restart"
 	[ -e "$PIN/sp-test-$ID:b" ] && fail "stale pin folder of the killed run"
 	assert_eq "$(find "$PIN" -maxdepth 1 ! -type d)" "" "stale pins in the pin folder"
 	[ -n "$(progs_of a)" ] || fail "not attached"
@@ -259,7 +263,7 @@ t_config_ifaces() {
 	local ctl=(nsenter -t "$SP_PID" -m -n "$SP") id
 	{ echo "pin-path = $PIN"; echo "iface = rp1, rp2"; echo "fragguard.enforce = 0"; } >"$TMP/sp.conf"
 	: >"$TMP/sp.err"
-	sp_spawn ip netns exec "$NS_R" "$SP" run --config "$TMP/sp.conf" --interval 0
+	sp_spawn ip netns exec "$NS_R" "$SP" run --config "$TMP/sp.conf" --interval 0 --state-dir "$TMP/state"
 	ctl=(nsenter -t "$SP_PID" -m -n "$SP")
 	grep -q "interfaces rp1,rp2" "$TMP/sp.out" || fail "attached line: $(cat "$TMP/sp.out")"
 	assert_eq "$("${ctl[@]}" get --pin-path "$PIN" fragguard.enforce)" "fragguard.enforce=0" "enforce from the file"
@@ -279,4 +283,30 @@ t_config_ifaces() {
 	assert_eq "$("${ctl[@]}" get --pin-path "$PIN" fragguard.enforce)" "fragguard.enforce=1" "enforce after a rejected reload"
 	sp_stop || fail "exit status"
 	grep -q '^stackpilot: detached' "$TMP/sp.out" || fail "not detached"
+}
+
+# What pmtu learned in a config run is saved at exit and restored by the
+# next: the first connection after the restart starts at the learned MSS and
+# loses nothing in the black hole. (kill -9 keeps what the periodic save had:
+# test_persist.sh, on the same per-run code.)
+t_config_pmtu_state_restart() {
+	source "$ROOT/tests/lib_pmtu.sh"
+	pmtu_topo 1400; make_cgroup
+	ip netns exec "$NS_S" sysctl -qw net.ipv4.tcp_mtu_probing=1
+	conf "[cgroup sp-test-$ID]" "modules = pmtu"
+	sp_json() { sp_ctl status --cgroup "sp-test-$ID" --json | jq -r "$1"; }
+	start() { : >"$TMP/sp.err"; sp_spawn ip netns exec "$NS_S" "$SP" run --config "$TMP/sp.conf" --interval 0 --state-dir "$TMP/state"; }
+	start
+	set -- $(xfer 10.30.2.2 1000000)
+	echo "learning connection: secs mss retrans $*"
+	assert_eq "$(pm_entry 10.30.2.2 state)" searched "destination searched"
+	local low=$(pm_entry 10.30.2.2 low_mtu)
+	sp_stop || fail "exit"
+	start
+	assert_eq "$(pm_entry 10.30.2.2 low_mtu)" "$low" "restored low_mtu"
+	set -- $(xfer 10.30.2.2 1000000)
+	echo "first connection after the restart: secs mss retrans $* (learned $low)"
+	assert_eq "$2" $((low - 52)) "MSS of the first connection after the restart"
+	[ "$3" -le 1 ] || fail "first connection after the restart retransmitted $3 times"
+	sp_stop || fail "exit"
 }

@@ -326,7 +326,7 @@ t_readme_install() {
 				"$d/etc/stackpilot/stackpilot.conf" >"$TMP/sp.conf"
 			grep -q "^\[cgroup sp-test-$ID\]" "$TMP/sp.conf" || fail "installed config has no [cgroup /]"
 			start_raw env "$(journal_env "$TMP/sp.err")" setpriv --bounding-set "-all,$(unit_caps "$unit")" --inh-caps -all -- \
-				$d${exec%% --config *} --config "$TMP/sp.conf"
+				$d${exec%% --config *} --config "$TMP/sp.conf" --state-dir "$TMP/state"
 			grep -q '^<4>stackpilot: warning: ' "$TMP/sp.err" || fail "no warning with its priority: $(cat "$TMP/sp.err")"
 			grep -v '^<[3467]>' "$TMP/sp.err" && fail "a log line without its priority"
 			;;
