@@ -407,6 +407,41 @@ int sp_persist_apply(struct sp_run *run, const struct sp_module *m, int cfg_fd)
 	return 0;
 }
 
+/*
+ * A config reload changed t of m to v in the file: a value `set` saved for
+ * t is replaced by it, so that the next start does not bring back the older
+ * one. Keys nobody saved stay unsaved: the file gives them at every start.
+ */
+int sp_persist_reload(struct sp_run *run, const struct sp_module *m, const struct sp_tunable *t,
+		      __u32 v)
+{
+	char path[PATH_MAX];
+	struct saved_set *s;
+	bool found = false;
+	int fd, err = 0;
+
+	if (!run->persist || state_path(run, "tunables", path, sizeof(path)) || access(path, F_OK))
+		return 0;
+	fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || flock(fd, LOCK_EX) || !(s = malloc(sizeof(*s)))) {
+		err = sp_err("%s: %s", state_dir, strerror(errno ? errno : ENOMEM));
+		if (fd >= 0)
+			close(fd);
+		return err;
+	}
+	read_saved(run, path, s);
+	for (int i = 0; i < s->n; i++)
+		if (s->e[i].m == m && s->e[i].t == t && s->e[i].v != v)
+			s->e[i].v = v, found = true;
+	if (found)
+		err = write_atomic(run, path, fill_saved, s);
+	if (cached_run == run)
+		cached_run = NULL;
+	free(s);
+	close(fd);
+	return err;
+}
+
 /* ---- learned state: periodic and final save ------------------------------ */
 
 struct save_ctx { struct sp_run *run; const struct sp_persister *p; void *inst; };

@@ -33,6 +33,9 @@ int sp_persist_start(struct sp_run *run);
 void sp_persist_stop(struct sp_run *run);
 /* From sp_run_publish_meta(). */
 void sp_persist_meta(const struct sp_run *run, struct sp_meta *meta);
+/* A config reload changed a tunable: a saved value of it is replaced (0 or -1). */
+int sp_persist_reload(struct sp_run *run, const struct sp_module *m, const struct sp_tunable *t,
+		      __u32 v);
 /* `set`: write assignments to the run's state file. force: --persist (1), --no-persist (-1), neither (0). */
 int sp_persist_set(const char *pin_dir, int force, char **assign, int n);
 /* `status`: the run's persistence and dry-run records. */

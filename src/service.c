@@ -35,6 +35,7 @@
 #include "loop.h"
 #include "state.h"
 #include "config.h"
+#include "persist.h"
 
 #define CHECK_MS 200
 
@@ -293,6 +294,9 @@ static int retune(struct inst *in, const struct sp_cfg_section *sec)
 			memcpy(cfg + t->off, &now, sizeof(now));
 			dirty = true;
 			changed++;
+			if (in->state == I_ATTACHED && sp_persist_reload(&in->run, m, t, now))
+				sp_log(SP_LOG_ERROR, "%s: %s.%s: updating its saved value failed", what(in),
+				       m->name, t->name);
 			sp_log(SP_LOG_INFO, "%s%s: %s.%s %u -> %u", in->abs[0] ? "cgroup " : "",
 			       what(in), m->name, t->name, was, now);
 		}

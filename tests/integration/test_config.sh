@@ -164,7 +164,7 @@ t_config_reload() {
 	cfg_start
 	b=$(progs_of batch) l=$(progs_of latency)
 	# A `set` of a key the file does not change survives the reload.
-	"$SP" set --pin-path "$PIN" --cgroup "sp-test-$ID/batch" rehash.pause_ms=777 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" --cgroup "sp-test-$ID/batch" rehash.pause_ms=777 rehash.prob=66 >/dev/null || fail set
 	conf "[cgroup sp-test-$ID/batch]" "modules = tcpstats,rehash" "rehash.prob = 50" \
 	     "[cgroup sp-test-$ID/latency]" "modules = tcpstats,rehash" "rehash.prob = 0" \
 	     "[cgroup sp-test-$ID/extra]" "modules = tcpstats" "tcpstats.port = 443"
@@ -173,6 +173,9 @@ t_config_reload() {
 	grep -q "cgroup sp-test-$ID/batch: rehash.prob 100 -> 50" "$TMP/sp.err" || fail "no line for the change"
 	assert_eq "$(get_cg batch rehash.prob)" 50 "changed value"
 	assert_eq "$(get_cg batch rehash.pause_ms)" 777 "a set value the file does not change"
+	# What `set` saved (a config run persists) follows the file's change, so a restart agrees.
+	grep -qx rehash.prob=50 "$TMP/state/cgroup-sp-test-$ID%2Fbatch.tunables" ||
+		fail "saved value after the reload: $(cat "$TMP/state/"*batch.tunables)"
 	assert_eq "$(progs_of batch)" "$b" "batch programs after reload"
 	assert_eq "$(progs_of latency)" "$l" "latency programs after reload"
 	assert_eq "$(progs_of front)" "" "programs of the removed cgroup"
@@ -196,6 +199,12 @@ t_config_reload() {
 	[ -n "$(progs_of extra)" ] || fail "extra detached by a broken reload"
 	assert_eq "$(progs_of batch)" "$b" "batch programs after a broken reload"
 	kill -0 "$SP_PID" || fail "run ended on a broken reload"
+	sp_stop || fail "exit status"
+	# A restart with the last good file: the file's values and the saved ones.
+	conf "[cgroup sp-test-$ID/batch]" "modules = tcpstats,rehash" "rehash.prob = 50" \
+	     "[cgroup sp-test-$ID/latency]" "modules = tcpstats,rehash" "rehash.prob = 0"
+	cfg_start
+	assert_eq "$(get_cg batch rehash.prob) $(get_cg batch rehash.pause_ms)" "50 777" "after a restart"
 	sp_stop || fail "exit status"
 }
 
@@ -308,5 +317,14 @@ t_config_pmtu_state_restart() {
 	echo "first connection after the restart: secs mss retrans $* (learned $low)"
 	assert_eq "$2" $((low - 52)) "MSS of the first connection after the restart"
 	[ "$3" -le 1 ] || fail "first connection after the restart retransmitted $3 times"
+	# The service restarts (its cgroup goes and comes back): saved when it
+	# goes, restored when it is back, under the cgroup's own name.
+	rmdir "$CG" || fail "rmdir $CG"
+	wait_for grep -q "cgroup sp-test-$ID is gone" "$TMP/sp.err" || fail "not detached: $(cat "$TMP/sp.err")"
+	mkdir "$CG" || fail "mkdir $CG"
+	attached_twice() { [ "$(grep -c "cgroup sp-test-$ID: attached" "$TMP/sp.err")" = 2 ]; }
+	wait_for attached_twice || fail "not attached again: $(cat "$TMP/sp.err")"
+	assert_eq "$(pm_entry 10.30.2.2 low_mtu)" "$low" "low_mtu after the cgroup came back"
+	assert_eq "$(ls "$TMP/state")" "cgroup-sp-test-$ID.pmtu" "state files"
 	sp_stop || fail "exit"
 }
