@@ -380,6 +380,12 @@ static void reload(void)
 		if (k < c->nr_cgroups && c->cg[k].modules == S.cg[i]->sec.modules) {
 			next[k] = S.cg[i];
 			changed += retune(next[k], &c->cg[k]);
+			/* One that could not be attached is tried again now. */
+			if (next[k]->state == I_FAILED) {
+				next[k]->state = I_WAITING;
+				if (attach(next[k]))
+					sp_log(SP_LOG_ERROR, "cgroup %s: still not attached", c->cg[k].path);
+			}
 			continue;
 		}
 		sp_log(SP_LOG_INFO, "cgroup %s: %s", S.cg[i]->sec.path,

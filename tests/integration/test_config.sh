@@ -186,7 +186,23 @@ t_config_reload() {
 	"$SP" run --pin-path "$PIN-2" --cgroup "$CG/front" --modules tcpstats --interval 0 >"$TMP/other.out" 2>&1 &
 	local other=$!
 	wait_for grep -q attached "$TMP/other.out" || fail "another run cannot take the removed cgroup: $(cat "$TMP/other.out")"
+	# Back in the file while that run holds it: logged, the rest goes on; tried again on the next reload.
+	conf "[cgroup sp-test-$ID/batch]" "modules = tcpstats,rehash" "rehash.prob = 50" \
+	     "[cgroup sp-test-$ID/latency]" "modules = tcpstats,rehash" "rehash.prob = 0" \
+	     "[cgroup sp-test-$ID/extra]" "modules = tcpstats" "tcpstats.port = 443" \
+	     "[cgroup sp-test-$ID/front]" "modules = tcpstats"
+	reload
+	grep -q "cgroup sp-test-$ID/front: another \`stackpilot run\` (pid $other) is attached" "$TMP/sp.err" ||
+		fail "no line for the cgroup held by another run: $(tail -3 "$TMP/sp.err")"
+	kill -0 "$SP_PID" || fail "the config run ended"
+	assert_eq "$(progs_of batch)" "$b" "batch programs while front is refused"
 	kill $other; wait $other
+	reload
+	has_progs front || fail "front not attached on the reload after the other run left: $(tail -3 "$TMP/sp.err")"
+	conf "[cgroup sp-test-$ID/batch]" "modules = tcpstats,rehash" "rehash.prob = 50" \
+	     "[cgroup sp-test-$ID/latency]" "modules = tcpstats,rehash" "rehash.prob = 0" \
+	     "[cgroup sp-test-$ID/extra]" "modules = tcpstats" "tcpstats.port = 443"
+	reload
 	# A broken file: rejected whole, with one line naming it; nothing changes.
 	conf "[cgroup sp-test-$ID/batch]" "modules = tcpstats,rehash" "rehash.prob = 7" \
 	     "[cgroup sp-test-$ID/latency]" "modules = tcpstats,rehash" "rehash.prob = 300"
