@@ -44,13 +44,16 @@ t_persist_set_survives_restart() {
 	sp_start "${opts[@]}"
 	assert_eq "$(sp_ctl get rehash.mode rehash.prob | tr '\n' ' ')" \
 		"rehash.mode=1 rehash.prob=34 " "run --persist: set saved, set --no-persist not"
-	# Another cgroup has its own file: nothing of this one applies there.
+	# Another cgroup has its own file: nothing of this one applies there. Its
+	# name is the path below the mount, bytes other than [A-Za-z0-9_.@+-] as %XX.
 	sp_stop || fail "exit"
-	mkdir "$CG/child" || fail mkdir
-	sp_start --modules rehash --cgroup "sp-test-$ID/child" --state-dir "$STATE"
+	mkdir "$CG/c h%" || fail mkdir
+	sp_start --modules rehash --cgroup "sp-test-$ID/c h%" --state-dir "$STATE"
 	assert_eq "$(sp_ctl get rehash.prob)" rehash.prob=20 "a child cgroup's run"
+	sp_ctl set --persist rehash.prob=21 >/dev/null || fail "set --persist"
+	assert_eq "$(head -2 "$STATE/cgroup-sp-test-$ID%2Fc%20h%25.tunables" | tail -1)" "cgroup sp-test-$ID/c h%" "child's file"
 	sp_stop || fail "exit"
-	rmdir "$CG/child"
+	rmdir "$CG/c h%"
 	# --persist and --no-persist belong to set.
 	"$SP" get --persist --pin-path "$PIN" rehash.prob 2>/dev/null; assert_eq $? 2 "get --persist"
 }
