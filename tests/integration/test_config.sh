@@ -89,7 +89,9 @@ t_config_three_cgroups() {
 	local b l f
 	netns_pair; cg_tree batch latency front
 	tcp_server 5201; tcp_server 5202
-	conf "[cgroup sp-test-$ID/batch]" "modules = tcpstats,rehash" "rehash.prob = 100" "rehash.mode = 1" \
+	mkdir "$TMP/tf"
+	conf "metrics-textfile = $TMP/tf" \
+	     "[cgroup sp-test-$ID/batch]" "modules = tcpstats,rehash" "rehash.prob = 100" "rehash.mode = 1" \
 	     "[cgroup sp-test-$ID/latency]" "modules = tcpstats, rehash" "rehash.prob = 0  # never" \
 	     "rehash.mode = 1" "tcpstats.port = 5201" \
 	     "[cgroup sp-test-$ID/front]" "modules = tcpstats" "tcpstats.port = 5202"
@@ -146,6 +148,8 @@ t_config_three_cgroups() {
 	grep -qx "stackpilot_tcpstats_active_opens_total{cgroup=\"$CG/batch\"} 7" "$TMP/prom" || fail "batch series: $(grep active_opens "$TMP/prom")"
 	assert_eq "$(grep -c '^stackpilot_running{cgroup=' "$TMP/prom")" 3 "running series, one per cgroup"
 	assert_eq "$(grep -c '^# TYPE stackpilot_tcpstats_active_opens_total ' "$TMP/prom")" 1 "TYPE lines"
+	# The textfile of the file's metrics-textfile: the same, every instance.
+	assert_eq "$(grep -c '^stackpilot_running{cgroup=' "$TMP/tf/stackpilot.prom")" 3 "running series in the textfile"
 	sp_stop || fail "exit status"
 	grep -q '^stackpilot: detached' "$TMP/sp.out" || fail "not detached"
 	assert_eq "$(progs_of batch)$(progs_of latency)$(progs_of front)" "" "programs after exit"
