@@ -192,7 +192,7 @@ void sp_run_detach(struct sp_run *run)
 struct run_args {
 	const char *cgroup, *modules, *config;
 	const char *file_only;		/* an option the config file gives instead */
-	bool verbose, need_cgroup, need_iface, log_level, have_interval;
+	bool verbose, need_cgroup, need_iface, log_level, have_interval, module_opt;
 	__u32 interval;
 };
 
@@ -223,7 +223,7 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "hv", opts, &li)) != -1) {
 		if (strchr("cmbpitL", opt) || opt >= 256)
-			a->file_only = opts[li].name;
+			a->file_only = opts[li].name, a->module_opt = opt >= 256;
 		switch (opt) {
 		case 'C': a->config = optarg; break;
 		case 'c': a->cgroup = optarg; break;
@@ -275,6 +275,9 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 	/* Without a target, the host's config file when there is one. */
 	if (!a->config && !a->file_only && !access(SP_CONFIG_DEFAULT, F_OK))
 		a->config = SP_CONFIG_DEFAULT;
+	if (a->config && a->module_opt)
+		return sp_fail(2, "--%s: a module option of the command line only, not with --config "
+			       "(for --mtu-probing: net.ipv4.tcp_mtu_probing in sysctl.d)", a->file_only);
 	if (a->config && a->file_only)
 		return sp_fail(2, "--%s: with --config, give it in the file (only --log-level, "
 			       "--interval, --state-dir, --dry-run and --verbose go with --config)",
