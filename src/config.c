@@ -230,6 +230,12 @@ static int parse_global(struct sp_config *c, const char *key, char *val, int lin
 		c->interval = v;
 		return 0;
 	}
+	if (!strcmp(key, "mtu-probing")) {
+		if (sp_parse_u32(val, 0, 2, &v))
+			return sp_err("mtu-probing %s: expected 0, 1 or 2", val);
+		c->mtu_probing = v;
+		return 0;
+	}
 	if (!strcmp(key, "metrics-textfile")) {
 		c->metrics_textfile_line = line;
 		return copy(c->metrics_textfile, sizeof(c->metrics_textfile), key, val);
@@ -244,8 +250,8 @@ static int parse_global(struct sp_config *c, const char *key, char *val, int lin
 		return parse_modules(&c->global, val, true);
 	if (strchr(key, '.'))
 		return parse_set(&c->global, key, val, line, true);
-	return sp_err("unknown setting '%s' (pin-path, btf, log-level, interval, metrics-textfile, "
-		      "metrics-listen, iface, modules, MODULE.KEY)", key);
+	return sp_err("unknown setting '%s' (pin-path, btf, log-level, interval, mtu-probing, "
+		      "metrics-textfile, metrics-listen, iface, modules, MODULE.KEY)", key);
 }
 
 static int parse_section_head(struct sp_config *c, char *head, int line)
@@ -340,7 +346,7 @@ int sp_config_load(const char *file, struct sp_config *c)
 	FILE *f;
 
 	memset(c, 0, sizeof(*c));
-	c->log_level = c->interval = -1;
+	c->log_level = c->interval = c->mtu_probing = -1;
 	snprintf(c->pin_dir, sizeof(c->pin_dir), "%s", SP_PIN_DEFAULT);
 	if (strlen(file) >= sizeof(c->file))
 		return sp_err("config file name too long: %s", file);

@@ -36,6 +36,7 @@ struct sp_config {
 	char btf[256];			/* "" : the kernel's */
 	int log_level;			/* -1: not given */
 	int interval;			/* -1: not given */
+	int mtu_probing;		/* net.ipv4.tcp_mtu_probing while running; -1: not given */
 	char metrics_textfile[256], metrics_listen[64];
 	int metrics_textfile_line, metrics_listen_line;
 	int nr_ifaces;

@@ -276,8 +276,8 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 	if (!a->config && !a->file_only && !access(SP_CONFIG_DEFAULT, F_OK))
 		a->config = SP_CONFIG_DEFAULT;
 	if (a->config && a->module_opt)
-		return sp_fail(2, "--%s: a module option of the command line only, not with --config "
-			       "(for --mtu-probing: net.ipv4.tcp_mtu_probing in sysctl.d)", a->file_only);
+		return sp_fail(2, "--%s: with --config, give it in the file (mtu-probing = N)",
+			       a->file_only);
 	if (a->config && a->file_only)
 		return sp_fail(2, "--%s: with --config, give it in the file (only --log-level, "
 			       "--interval, --state-dir, --dry-run and --verbose go with --config)",

@@ -38,6 +38,7 @@
 #include "persist.h"
 
 #define CHECK_MS 200
+#define MTU_PROBING "net/ipv4/tcp_mtu_probing"
 
 enum { I_WAITING, I_ATTACHED, I_FAILED };
 
@@ -57,8 +58,9 @@ static struct {
 	char mnt[256];
 	bool keep_log_level, dry_run;
 	int ino_fd;			/* parents of the cgroups waited for */
+	int saved_probing;		/* tcp_mtu_probing before mtu-probing =, or -1 */
 	struct sp_watch *ino_w;
-} S = { .ino_fd = -1 };
+} S = { .ino_fd = -1, .saved_probing = -1 };
 
 /* sp_run.cfg_init: the configured values over the defaults, before attaching. */
 static void cfg_init(struct sp_run *run, const struct sp_module *m, void *cfg)
@@ -316,6 +318,8 @@ static int check_fixed(const struct sp_config *o, const struct sp_config *c)
 		return sp_err("btf cannot change on reload (restart the run)");
 	if (o->interval != c->interval)
 		return sp_err("interval cannot change on reload (restart the run)");
+	if (o->mtu_probing != c->mtu_probing)
+		return sp_err("mtu-probing cannot change on reload (restart the run)");
 	if (strcmp(o->metrics_textfile, c->metrics_textfile) ||
 	    strcmp(o->metrics_listen, c->metrics_listen))
 		return sp_err("metrics-textfile and metrics-listen cannot change on reload (restart the run)");
@@ -480,6 +484,10 @@ int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_
 	    sp_state_open())
 		goto out;
 	sweep_pins(S.cfg->pin_dir);
+	/* For the whole namespace, so the run's, not one pmtu instance's (they come and go). */
+	if (S.cfg->mtu_probing >= 0 &&
+	    sp_sysctl_own(MTU_PROBING, S.cfg->mtu_probing, &S.saved_probing, "mtu-probing"))
+		goto out;
 	/* Without inotify the periodic check still finds new cgroups. */
 	S.ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (S.ino_fd >= 0 && !(S.ino_w = sp_loop_watch(S.ino_fd, on_inotify, NULL)))
@@ -506,6 +514,7 @@ out:
 		close(S.ino_fd);
 	stop_all();
 	rmdir(S.cfg->pin_dir);
+	sp_sysctl_release(MTU_PROBING, S.saved_probing, S.cfg->mtu_probing);
 	if (stats_fd >= 0)
 		close(stats_fd);
 	if (lock_fd >= 0)

@@ -67,6 +67,7 @@ t_config_check() {
 	check_bad 2 "'..' component" "[cgroup sp-test-$ID/../x]"
 	check_bad 2 "relative to the cgroup v2 mount" "[cgroup /sp-test-$ID/a]"
 	check_bad 2 "unknown setting 'bogus'" "bogus = 1"
+	check_bad 2 "mtu-probing 3: expected 0, 1 or 2" "mtu-probing = 3"
 	check_bad 2 "no such interface" "iface = nosuch$ID"
 	check_bad 3 "unknown tunable 'rehash.nope'" "[cgroup sp-test-$ID/a]" "rehash.nope = 1"
 	check_bad 4 "already set at line 3" "[cgroup sp-test-$ID/a]" "rehash.prob = 1" "rehash.prob = 2"
@@ -321,11 +322,15 @@ t_config_ifaces() {
 t_config_pmtu_state_restart() {
 	source "$ROOT/tests/lib_pmtu.sh"
 	pmtu_topo 1400; make_cgroup
-	ip netns exec "$NS_S" sysctl -qw net.ipv4.tcp_mtu_probing=1
-	conf "[cgroup sp-test-$ID]" "modules = pmtu"
+	conf "mtu-probing = 1" "[cgroup sp-test-$ID]" "modules = pmtu"
 	sp_json() { sp_ctl status --cgroup "sp-test-$ID" --json | jq -r "$1"; }
 	start() { : >"$TMP/sp.err"; sp_spawn ip netns exec "$NS_S" "$SP" run --config "$TMP/sp.conf" --interval 0 --state-dir "$TMP/state"; }
 	start
+	assert_eq "$(ip netns exec "$NS_S" sysctl -n net.ipv4.tcp_mtu_probing)" 1 "tcp_mtu_probing while running"
+	# One run per namespace sets it: another is refused.
+	out=$(ip netns exec "$NS_S" "$SP" run --pin-path "$PIN-2" --cgroup / --modules pmtu --mtu-probing 2 2>&1) &&
+		fail "a second run set tcp_mtu_probing"
+	[[ $out == *"pid $SP_PID already set tcp_mtu_probing"* ]] || fail "refusal: $out"
 	set -- $(xfer 10.30.2.2 1000000)
 	echo "learning connection: secs mss retrans $*"
 	assert_eq "$(pm_entry 10.30.2.2 state)" searched "destination searched"
@@ -347,4 +352,5 @@ t_config_pmtu_state_restart() {
 	assert_eq "$(pm_entry 10.30.2.2 low_mtu)" "$low" "low_mtu after the cgroup came back"
 	assert_eq "$(ls "$TMP/state")" "cgroup-sp-test-$ID.pmtu" "state files"
 	sp_stop || fail "exit"
+	assert_eq "$(ip netns exec "$NS_S" sysctl -n net.ipv4.tcp_mtu_probing)" 0 "tcp_mtu_probing after the run"
 }
