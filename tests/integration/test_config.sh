@@ -208,6 +208,20 @@ t_config_reload() {
 	     "[cgroup sp-test-$ID/latency]" "modules = tcpstats,rehash" "rehash.prob = 0" \
 	     "[cgroup sp-test-$ID/extra]" "modules = tcpstats" "tcpstats.port = 443"
 	reload
+	# Other modules for latency: attached anew (new programs), batch untouched.
+	conf "[cgroup sp-test-$ID/batch]" "modules = tcpstats,rehash" "rehash.prob = 50" \
+	     "[cgroup sp-test-$ID/latency]" "modules = tcpstats" \
+	     "[cgroup sp-test-$ID/extra]" "modules = tcpstats" "tcpstats.port = 443"
+	reload
+	grep -q "cgroup sp-test-$ID/latency: modules changed: attached anew" "$TMP/sp.err" || fail "no line for latency"
+	[ "$(progs_of latency | tr ',' '\n' | wc -l)" = 1 ] && [ "$(progs_of latency)" != "$l" ] ||
+		fail "latency programs after its modules changed: $(progs_of latency) (were $l)"
+	assert_eq "$(progs_of batch)" "$b" "batch programs after latency's modules changed"
+	conf "[cgroup sp-test-$ID/batch]" "modules = tcpstats,rehash" "rehash.prob = 50" \
+	     "[cgroup sp-test-$ID/latency]" "modules = tcpstats,rehash" "rehash.prob = 0" \
+	     "[cgroup sp-test-$ID/extra]" "modules = tcpstats" "tcpstats.port = 443"
+	reload
+	l=$(progs_of latency)
 	# A broken file: rejected whole, with one line naming it; nothing changes.
 	conf "[cgroup sp-test-$ID/batch]" "modules = tcpstats,rehash" "rehash.prob = 7" \
 	     "[cgroup sp-test-$ID/latency]" "modules = tcpstats,rehash" "rehash.prob = 300"
