@@ -72,7 +72,8 @@ int sp_run_publish_meta(struct sp_run *run)
 	 * (persist.c), and a config run attaches there again when it is back.
 	 */
 	n = snprintf(meta.cgroup, sizeof(meta.cgroup), "%s", run->cgroup);
-	if (run->targets && run->targets->recs[0].state == T_GONE && n >= 0 && n < (int)sizeof(meta.cgroup))
+	if (run->cgroup[0] && run->targets && run->targets->recs[0].state == T_GONE &&
+	    n >= 0 && n < (int)sizeof(meta.cgroup))
 		strncat(meta.cgroup, " (removed)", sizeof(meta.cgroup) - n - 1);
 	sp_persist_meta(run, &meta);
 
