@@ -329,10 +329,10 @@ t_config_ifaces() {
 	grep -q '^stackpilot: detached' "$TMP/sp.out" || fail "not detached"
 }
 
-# What pmtu learned in a config run is saved at exit and restored by the
-# next: the first connection after the restart starts at the learned MSS and
-# loses nothing in the black hole. (kill -9 keeps what the periodic save had:
-# test_persist.sh, on the same per-run code.)
+# What pmtu learned in a config run is saved (every 60 s, when its cgroup
+# goes, at exit) and restored: after kill -9 and a restart the first
+# connection starts at the learned MSS and loses nothing in the black hole;
+# the same when the service's cgroup goes and comes back.
 t_config_pmtu_state_restart() {
 	source "$ROOT/tests/lib_pmtu.sh"
 	pmtu_topo 1400; make_cgroup
@@ -348,10 +348,13 @@ t_config_pmtu_state_restart() {
 	set -- $(xfer 10.30.2.2 1000000)
 	echo "learning connection: secs mss retrans $*"
 	assert_eq "$(pm_entry 10.30.2.2 state)" searched "destination searched"
-	local low=$(pm_entry 10.30.2.2 low_mtu)
-	sp_stop || fail "exit"
+	local low=$(pm_entry 10.30.2.2 low_mtu) f=$TMP/state/cgroup-sp-test-$ID.pmtu
+	# kill -9 once the periodic save (every 60 s) has it: nothing runs at exit.
+	for _ in $(seq 700); do grep -q "^dst 4 10.30.2.2 " "$f" 2>/dev/null && break; sleep 0.1; done
+	grep -q "^dst 4 10.30.2.2 " "$f" || fail "not saved within 70 s"
+	sp_stop KILL
 	start
-	assert_eq "$(pm_entry 10.30.2.2 low_mtu)" "$low" "restored low_mtu"
+	assert_eq "$(pm_entry 10.30.2.2 low_mtu)" "$low" "restored low_mtu after kill -9"
 	set -- $(xfer 10.30.2.2 1000000)
 	echo "first connection after the restart: secs mss retrans $* (learned $low)"
 	assert_eq "$2" $((low - 52)) "MSS of the first connection after the restart"
