@@ -151,20 +151,27 @@ static const struct sp_counter counters[SP_PM_NR] = {
 	[SP_PM_CLAMPED] = { "started_with_learned_mss", "connections started with a learned MSS" },
 	[SP_PM_LEARNED] = { "learned_from_connections", "connections that proved an MTU good" },
 	[SP_PM_SUSPECTS] = { "black_hole_suspects", "RTOs that looked like a black hole" },
-	[SP_PM_EVENTS_LOST] = { "events_lost", "suspects lost: ring buffer full" },
+	[SP_PM_EVENTS_LOST] = { "events_lost", "searches asked but lost: ring buffer full" },
+	[SP_PM_ACCEPTS] = { "accepts", "passive opens seen" },
+	[SP_PM_ASKED] = { "searches_asked", "first connections to a destination not known: search asked" },
+	[SP_PM_WOULD_CLAMP] = { "would_clamp", "enforce=0: connections that would have started with a learned MSS" },
 };
-static const char *const states[] = { "learned", "suspect", "searched", "no_probe" };
+static const char *const states[] = { "learned", "suspect", "searched", "no_probe", "asked" };
+static const char *const methods[] = { "", "echo", "syn" };
 
 static const struct sp_field dst_cols[] = {
 	{ "dst", SP_STRING, false, "", "destination (the prefix of its entry)" },
 	{ "low_mtu", SP_GAUGE, false, "bytes", "largest size known to pass" },
 	{ "high_mtu", SP_GAUGE, false, "bytes", "smallest size known not to pass; 0: none" },
 	{ "low_mss", SP_GAUGE, false, "bytes", "the MSS later connections start with" },
-	{ "state", SP_STRING, false, "", "learned, suspect, searched or no_probe" },
+	{ "state", SP_STRING, false, "", "learned, suspect, searched, no_probe or asked" },
 	{ "age_s", SP_GAUGE, true, "seconds", "since the entry last changed" },
 	{ "probes", SP_COUNTER, false, "", "probes sent to it" },
 	{ "clamped", SP_COUNTER, false, "", "connections started with its MSS" },
 	{ "route_mtu", SP_GAUGE, false, "bytes", "MTU of our route to it; 0: none" },
+	{ "method", SP_STRING, false, "", "what answered its last search: echo, syn or empty" },
+	{ "port", SP_GAUGE, false, "", "TCP port of the SYN probes that answered; 0: none" },
+	{ "probe_bytes", SP_COUNTER, false, "bytes", "IP bytes of the probes sent to it" },
 };
 
 static void report(const char *pin_dir, struct sp_report *rep)
@@ -195,11 +202,14 @@ static void report(const char *pin_dir, struct sp_report *rep)
 		row[1].i = e.low;
 		row[2].i = e.high;
 		row[3].i = e.low ? e.low - (v6 ? 60 : 40) : 0;
-		snprintf(row[4].s, sizeof(row[4].s), "%s", e.state < 4 ? states[e.state] : "?");
+		snprintf(row[4].s, sizeof(row[4].s), "%s", e.state < 5 ? states[e.state] : "?");
 		row[5].d = (now - e.updated_ns) / 1e9;
 		row[6].u = e.probes;
 		row[7].u = e.clamped;
 		row[8].i = e.route_mtu;
+		snprintf(row[9].s, sizeof(row[9].s), "%s", e.method < 3 ? methods[e.method] : "?");
+		row[10].i = e.port;
+		row[11].u = e.probe_bytes;
 	}
 	close(fd);
 }
