@@ -174,12 +174,10 @@ bool sp_status_module(const char *pin_dir, const struct sp_module *m, struct sp_
 		memcpy(&v, cfg + m->tunables[i].off, sizeof(v));
 		sp_rec_gauge(rep, "cfg", m->tunables[i].name, v, "", m->tunables[i].help);
 	}
-	if (m->report)
-		m->report(pin_dir, rep);
+	m->report(pin_dir, rep);
 	return have_cfg;
 }
 
-/* Modules without report() print their members after "cfg" (see sp_json_init_member). */
 static void module_json(const char *pin_dir, const struct sp_module *m, struct sp_json *j,
 			struct sp_report *rep)
 {
@@ -193,8 +191,6 @@ static void module_json(const char *pin_dir, const struct sp_module *m, struct s
 	else if (!m->nr_tunables)
 		sp_json_key(j, "cfg"), sp_json_begin_object(j), sp_json_end_object(j);
 	sp_report_json(rep, j);
-	if (!m->report)
-		m->status(pin_dir, j->out, true);
 	sp_json_end_object(j);
 }
 
@@ -210,6 +206,8 @@ static void status_json(struct sp_json *jp, const char *pin_dir, const struct sp
 	sp_json_key(&j, "pid"), sp_json_u64(&j, meta->pid);
 	sp_json_key(&j, "alive"), sp_json_bool(&j, alive);
 	sp_json_key(&j, "uptime_s"), sp_json_u64(&j, up);
+	sp_json_key(&j, "loop_delay_us"), sp_json_u64(&j, meta->loop_delay_ns / 1000);
+	sp_json_key(&j, "loop_delay_max_us"), sp_json_u64(&j, meta->loop_delay_max_ns / 1000);
 	sp_json_key(&j, "pin_path"), sp_json_str(&j, pin_dir);
 	sp_json_key(&j, "cgroup"), sp_json_strn(&j, meta->cgroup, sizeof(meta->cgroup));
 	sp_json_key(&j, "ifaces");
@@ -241,6 +239,8 @@ static void status_text(const char *pin_dir, const struct sp_meta *meta, bool al
 {
 	printf("stackpilot pid %u%s, up %llu s, pins %s\n", meta->pid,
 	       alive ? "" : " (not running: stale pins)", up, pin_dir);
+	printf("event loop late by at most %.1f ms in the last second, %.1f ms since start\n",
+	       meta->loop_delay_ns / 1e6, meta->loop_delay_max_ns / 1e6);
 	if (meta->cgroup[0])
 		printf("cgroup %.*s\n", (int)sizeof(meta->cgroup), meta->cgroup);
 	for (__u32 i = 0; i < meta->nr_ifaces && i < SP_MAX_IFACES; i++) {
@@ -257,8 +257,6 @@ static void status_text(const char *pin_dir, const struct sp_meta *meta, bool al
 		printf("%s:\n", sp_modules[i]->name);
 		sp_status_module(pin_dir, sp_modules[i], rep);
 		sp_report_text(rep, stdout, "  ");
-		if (!sp_modules[i]->report)
-			sp_modules[i]->status(pin_dir, stdout, false);
 	}
 	sp_report_reset(rep);
 	sp_persist_report(pin_dir, meta, rep);

@@ -14,18 +14,6 @@ void sp_json_init(struct sp_json *j, FILE *out)
 	j->out = out;
 }
 
-/*
- * A writer for the inside of an object that already has a member: what the
- * status() of a module without report() writes after the "cfg" member that
- * ctl.c always puts first (rehash, until its status moves to records).
- */
-void sp_json_init_member(struct sp_json *j, FILE *out)
-{
-	sp_json_init(j, out);
-	j->depth = 1;
-	j->nonempty = 1u << 1;
-}
-
 static void sep(struct sp_json *j)
 {
 	if (j->after_key) {

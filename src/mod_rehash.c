@@ -50,130 +50,72 @@ static int start(struct sp_run *run, void **inst)
 				 &in->link);
 }
 
-static const char *const names[SP_RH_NR] = {
-	[SP_RH_RETRANS] = "retrans_seen", [SP_RH_EPISODES] = "episodes",
-	[SP_RH_NOW] = "rehash_now", [SP_RH_DEFERRED] = "rehash_deferred",
-	[SP_RH_DEFERRED_DONE] = "rehash_deferred_done",
-	[SP_RH_DEFERRED_FORCED] = "rehash_deferred_forced",
-	[SP_RH_SUP_MODE] = "suppressed_mode", [SP_RH_SUP_PAUSE] = "suppressed_pause",
-	[SP_RH_SUP_PROB] = "suppressed_prob", [SP_RH_LOSS_STATE] = "retrans_in_loss",
-	[SP_RH_RTO] = "rto", [SP_RH_ROUNDS] = "rounds_trigger",
-	[SP_RH_RTT_CBS] = "rtt_callbacks", [SP_RH_BYTES] = "bytes_delivered",
-	[SP_RH_RTT_ON] = "rtt_cb_switched_on", [SP_RH_WINDOWS] = "memory_windows",
-	[SP_RH_REVERT] = "memory_revert_decided", [SP_RH_REVERT_DONE] = "memory_reverted",
-	[SP_RH_SUP_WINDOW] = "suppressed_pending",
+static const struct sp_counter counters[SP_RH_NR] = {
+	[SP_RH_RETRANS] = { "retrans_seen", "retransmissions seen" },
+	[SP_RH_EPISODES] = { "episodes", "non-RTO loss-recovery episodes started" },
+	[SP_RH_NOW] = { "rehash_now", "rehashes applied at once" },
+	[SP_RH_DEFERRED] = { "rehash_deferred", "rehashes decided but deferred until safe" },
+	[SP_RH_DEFERRED_DONE] = { "rehash_deferred_done",
+				  "deferred rehashes applied at a later ACK, once safe" },
+	[SP_RH_DEFERRED_FORCED] = { "rehash_deferred_forced",
+				    "deferred rehashes applied after defer_rtts, not safe" },
+	[SP_RH_SUP_MODE] = { "suppressed_mode", "suppressed: mode 0 and the flow had an RTO" },
+	[SP_RH_SUP_PAUSE] = { "suppressed_pause", "suppressed: within pause_ms after an RTO" },
+	[SP_RH_SUP_PROB] = { "suppressed_prob", "suppressed: the coin said no" },
+	[SP_RH_LOSS_STATE] = { "retrans_in_loss",
+			       "retransmissions in TCP_CA_Loss (after an RTO): ignored" },
+	[SP_RH_RTO] = { "rto", "RTOs seen" },
+	[SP_RH_ROUNDS] = { "rounds_trigger", "rehashes decided by the congested-rounds trigger" },
+	[SP_RH_RTT_CBS] = { "rtt_callbacks", "RTT (per-ACK) callbacks run for the module's sockets" },
+	/* Counted at episodes and when a socket closes: a long flow shows up late. */
+	[SP_RH_BYTES] = { "bytes_delivered", "bytes delivered (bytes_acked) by the module's sockets",
+			  "bytes" },
+	[SP_RH_RTT_ON] = { "rtt_cb_switched_on", "times rehash switched RTT callbacks on for a socket" },
+	[SP_RH_WINDOWS] = { "memory_windows", "path-memory windows closed (new path measured)" },
+	[SP_RH_REVERT] = { "memory_revert_decided",
+			   "windows that found the new path worse: revert decided" },
+	[SP_RH_REVERT_DONE] = { "memory_reverted", "reverts applied (back to the old txhash)" },
+	[SP_RH_SUP_WINDOW] = { "suppressed_pending",
+			       "episodes not decided: a path-memory window was open" },
 };
 
-static void conn_addrs(const struct sp_rehash_conn_key *k, char *s, char *d)
+/* The per-ACK price: RTT callbacks the module's sockets ran per MB they delivered. */
+static void report_cost(const char *pin_dir, struct sp_report *rep)
 {
-	int af = k->family == AF_INET ? AF_INET : AF_INET6;
-
-	inet_ntop(af, k->saddr, s, INET6_ADDRSTRLEN);
-	inet_ntop(af, k->daddr, d, INET6_ADDRSTRLEN);
-}
-
-static void print_conns_json(const struct sp_rehash_conn_key *k, const struct sp_rehash_conn *v,
-			     int n, FILE *out)
-{
-	struct sp_json j;
-
-	sp_json_init_member(&j, out);
-	sp_json_key(&j, "connections");
-	sp_json_begin_array(&j);
-	for (int i = 0; i < n; i++) {
-		char s[INET6_ADDRSTRLEN], d[INET6_ADDRSTRLEN];
-
-		conn_addrs(&k[i], s, d);
-		sp_json_begin_object(&j);
-		sp_json_key(&j, "src"), sp_json_str(&j, s);
-		sp_json_key(&j, "sport"), sp_json_u64(&j, k[i].sport);
-		sp_json_key(&j, "dst"), sp_json_str(&j, d);
-		sp_json_key(&j, "dport"), sp_json_u64(&j, k[i].dport);
-		sp_json_key(&j, "rehashes"), sp_json_u64(&j, v[i].rehashes);
-		sp_json_key(&j, "episodes"), sp_json_u64(&j, v[i].episodes);
-		sp_json_key(&j, "rtos"), sp_json_u64(&j, v[i].rtos);
-		sp_json_key(&j, "reverts"), sp_json_u64(&j, v[i].reverts);
-		sp_json_key(&j, "txhash"), sp_json_u64(&j, v[i].txhash);
-		sp_json_end_object(&j);
-	}
-	sp_json_end_array(&j);
-}
-
-/* Connections with at least one rehash, most rehashed first (at most 10). */
-static void print_conns(const char *pin_dir, FILE *out, bool json)
-{
-	struct sp_rehash_conn_key k, next, top_k[10];
-	struct sp_rehash_conn v, top_v[10];
-	int fd = sp_open_pinned(pin_dir, "rehash_conns"), n = 0;
-	void *prev = NULL;
-
-	if (fd < 0)
-		return;
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		k = next;
-		prev = &k;
-		if (bpf_map_lookup_elem(fd, &k, &v) || !(v.rehashes | v.episodes | v.rtos | v.reverts))
-			continue;
-		int i = n < 10 ? n++ : 9;
-
-		if (i == 9 && n == 10 && top_v[9].rehashes >= v.rehashes)
-			continue;
-		for (; i > 0 && top_v[i - 1].rehashes < v.rehashes; i--) {
-			top_k[i] = top_k[i - 1];
-			top_v[i] = top_v[i - 1];
-		}
-		top_k[i] = k;
-		top_v[i] = v;
-	}
-	close(fd);
-	if (json) {
-		print_conns_json(top_k, top_v, n, out);
-		return;
-	}
-	if (n)
-		fprintf(out, "  connections (most rehashed first):\n");
-	for (int i = 0; i < n; i++) {
-		char s[INET6_ADDRSTRLEN], d[INET6_ADDRSTRLEN];
-
-		conn_addrs(&top_k[i], s, d);
-		fprintf(out, "    %s.%u > %s.%u rehashes %u reverts %u episodes %u rtos %u\n", s,
-			top_k[i].sport, d, top_k[i].dport, top_v[i].rehashes, top_v[i].reverts,
-			top_v[i].episodes, top_v[i].rtos);
-	}
-}
-
-/*
- * The per-ACK price: RTT callbacks the module's sockets ran per MB they
- * delivered (bytes are counted at episodes and when a socket closes, so a
- * long flow still running shows up late).
- */
-static void print_cost(const char *pin_dir, FILE *out, bool json)
-{
+	static const struct sp_field f = { "rtt_callbacks_per_mb", SP_GAUGE, true, "ratio",
+					   "RTT callbacks per MB delivered (rtt_callbacks / bytes_delivered)" };
 	int fd = sp_open_pinned(pin_dir, "rehash_ctr");
 	__u64 cbs = 0, bytes = 0;
-	struct sp_json j;
-	double per_mb;
 
 	if (fd < 0)
 		return;
 	if (sp_sum_percpu(fd, SP_RH_RTT_CBS, &cbs) || sp_sum_percpu(fd, SP_RH_BYTES, &bytes))
 		cbs = bytes = 0;
 	close(fd);
-	per_mb = bytes ? (double)cbs * 1e6 / (double)bytes : 0;
-	if (!json) {
-		fprintf(out, "  %-22s %.1f\n", "rtt_callbacks_per_mb", per_mb);
-		return;
-	}
-	sp_json_init_member(&j, out);
-	sp_json_key(&j, "rtt_callbacks_per_mb"), sp_json_double(&j, per_mb);
+	sp_rec_add(rep, NULL, &f)->d = bytes ? (double)cbs * 1e6 / (double)bytes : 0;
 }
 
+/*
+ * Tables of rows without a name of their own (windows) or named by ephemeral
+ * ports (connections) are not for Prometheus: the first would be series with
+ * equal labels, the second a new series set for every connection. The
+ * destinations table is the Prometheus view: at most TOP series per metric,
+ * labelled by a destination address, which stays the same across connections.
+ */
+static const struct sp_field win_cols[] = {
+	{ "old_rate_kBps", SP_GAUGE, false, "", "old path, kB/s since the previous episode" },
+	{ "new_rate_kBps", SP_GAUGE, false, "", "new path, kB/s over the window" },
+	{ "old_qdelay_us", SP_GAUGE, false, "", "srtt - min_rtt at the decision, us" },
+	{ "new_qdelay_us", SP_GAUGE, false, "", "srtt - min_rtt at the window's end, us" },
+	{ "reverted", SP_GAUGE, false, "", "1: the window decided a revert" },
+};
+
 /* The last path-memory windows, oldest first: why flows kept or reverted. */
-static void print_windows(const char *pin_dir, FILE *out, bool json)
+static void report_windows(const char *pin_dir, struct sp_report *rep)
 {
 	int fd = sp_open_pinned(pin_dir, "rehash_windows"), n = 0;
 	struct sp_rehash_window w[SP_RH_WINLOG], t;
-	struct sp_json j;
+	struct sp_table *tab;
 
 	if (fd < 0)
 		return;
@@ -187,35 +129,162 @@ static void print_windows(const char *pin_dir, FILE *out, bool json)
 		w[i] = t;
 	}
 	close(fd);
-	if (json) {
-		sp_json_init_member(&j, out);
-		sp_json_key(&j, "windows");
-		sp_json_begin_array(&j);
-		for (int i = 0; i < n; i++) {
-			sp_json_begin_object(&j);
-			sp_json_key(&j, "old_rate_kBps"), sp_json_u64(&j, w[i].old_rate);
-			sp_json_key(&j, "new_rate_kBps"), sp_json_u64(&j, w[i].new_rate);
-			sp_json_key(&j, "old_qdelay_us"), sp_json_u64(&j, w[i].old_qdelay_us);
-			sp_json_key(&j, "new_qdelay_us"), sp_json_u64(&j, w[i].new_qdelay_us);
-			sp_json_key(&j, "reverted"), sp_json_u64(&j, w[i].reverted);
-			sp_json_end_object(&j);
-		}
-		sp_json_end_array(&j);
-		return;
+	tab = sp_table_add(rep, "windows", "the last 64 path-memory windows, oldest first",
+			   win_cols, sizeof(win_cols) / sizeof(win_cols[0]));
+	if (tab)
+		tab->no_prom = true;
+	for (int i = 0; i < n; i++) {
+		struct sp_val *row = sp_table_row(tab);
+
+		if (!row)
+			break;
+		row[0].i = w[i].old_rate;
+		row[1].i = w[i].new_rate;
+		row[2].i = w[i].old_qdelay_us;
+		row[3].i = w[i].new_qdelay_us;
+		row[4].i = w[i].reverted;
 	}
-	if (n)
-		fprintf(out, "  path-memory windows (old -> new path, kB/s and queueing us; last %d):\n", n);
-	for (int i = n > 8 ? n - 8 : 0; i < n; i++)
-		fprintf(out, "    %u -> %u kB/s, %u -> %u us%s\n", w[i].old_rate, w[i].new_rate,
-			w[i].old_qdelay_us, w[i].new_qdelay_us, w[i].reverted ? ", reverted" : "");
 }
 
-static void status(const char *pin_dir, FILE *out, bool json)
+#define TOP 10
+struct conn { struct sp_rehash_conn_key k; struct sp_rehash_conn v; };
+
+/* Insert c into the n-long list top (at most TOP), most rehashes first. */
+static void top_insert(struct conn *top, int *n, const struct conn *c)
 {
-	sp_print_counters(pin_dir, "rehash_ctr", names, SP_RH_NR, out, json);
-	print_cost(pin_dir, out, json);
-	print_windows(pin_dir, out, json);
-	print_conns(pin_dir, out, json);
+	int i;
+
+	if (*n == TOP && top[TOP - 1].v.rehashes >= c->v.rehashes)
+		return;
+	i = *n < TOP ? (*n)++ : TOP - 1;
+	for (; i > 0 && top[i - 1].v.rehashes < c->v.rehashes; i--)
+		top[i] = top[i - 1];
+	top[i] = *c;
+}
+
+/* Keys, or struct conns for qsort (the key is their first member). */
+static int by_dst(const void *a, const void *b)
+{
+	const struct sp_rehash_conn_key *x = a, *y = b;
+
+	return x->family != y->family ? (x->family < y->family ? -1 : 1) :
+	       memcmp(x->daddr, y->daddr, sizeof(x->daddr));
+}
+
+static const struct sp_field conn_cols[] = {
+	{ "src", SP_STRING, false, "", "source address" },
+	{ "sport", SP_GAUGE, false, "", "source port" },
+	{ "dst", SP_STRING, false, "", "destination address" },
+	{ "dport", SP_GAUGE, false, "", "destination port" },
+	{ "rehashes", SP_COUNTER, false, "", "rehashes applied" },
+	{ "episodes", SP_COUNTER, false, "", "loss-recovery episodes" },
+	{ "rtos", SP_COUNTER, false, "", "RTOs" },
+	{ "reverts", SP_COUNTER, false, "", "path-memory reverts applied" },
+	{ "txhash", SP_GAUGE, false, "", "last txhash written" },
+};
+
+static const struct sp_field dst_cols[] = {
+	{ "dst", SP_STRING, false, "", "destination address" },
+	{ "connections", SP_GAUGE, false, "",
+	  "connections to it with a rehash, episode, RTO or revert, still tracked" },
+	{ "rehashes", SP_GAUGE, false, "", "rehashes of those connections" },
+	{ "episodes", SP_GAUGE, false, "", "loss-recovery episodes of those connections" },
+	{ "rtos", SP_GAUGE, false, "", "RTOs of those connections" },
+	{ "reverts", SP_GAUGE, false, "", "path-memory reverts of those connections" },
+};
+
+static void conn_row(struct sp_table *tab, const struct conn *c)
+{
+	struct sp_val *row = sp_table_row(tab);
+	int af = c->k.family == AF_INET ? AF_INET : AF_INET6;
+
+	if (!row)
+		return;
+	inet_ntop(af, c->k.saddr, row[0].s, sizeof(row[0].s));
+	row[1].i = c->k.sport;
+	inet_ntop(af, c->k.daddr, row[2].s, sizeof(row[2].s));
+	row[3].i = c->k.dport;
+	row[4].u = c->v.rehashes;
+	row[5].u = c->v.episodes;
+	row[6].u = c->v.rtos;
+	row[7].u = c->v.reverts;
+	row[8].i = c->v.txhash;
+}
+
+/*
+ * Of the connections in rehash_conns (LRU, SP_RH_CONNS) with any activity:
+ * the TOP most rehashed, and the TOP destinations by rehashes summed over
+ * their connections (sorted by destination to merge them). The sums are
+ * gauges: they drop when the LRU evicts a connection.
+ */
+static void report_conns(const char *pin_dir, struct sp_report *rep)
+{
+	struct sp_rehash_conn_key k, next;
+	struct conn *all, top[TOP], dtop[TOP];
+	int fd = sp_open_pinned(pin_dir, "rehash_conns"), n = 0, nt = 0, nd = 0;
+	struct sp_table *ct, *dt;
+	void *prev = NULL;
+
+	if (fd < 0)
+		return;
+	/* 4096 x 60 bytes for the merge; without them, empty tables. */
+	all = malloc(SP_RH_CONNS * sizeof(*all));
+	while (all && n < SP_RH_CONNS && !bpf_map_get_next_key(fd, prev, &next)) {
+		k = next;
+		prev = &k;
+		all[n].k = k;
+		if (bpf_map_lookup_elem(fd, &k, &all[n].v) ||
+		    !(all[n].v.rehashes | all[n].v.episodes | all[n].v.rtos | all[n].v.reverts))
+			continue;
+		top_insert(top, &nt, &all[n++]);
+	}
+	close(fd);
+	ct = sp_table_add(rep, "connections", "most rehashed connections, at most 10",
+			  conn_cols, sizeof(conn_cols) / sizeof(conn_cols[0]));
+	dt = sp_table_add(rep, "destinations", "destinations by rehashes, at most 10",
+			  dst_cols, sizeof(dst_cols) / sizeof(dst_cols[0]));
+	if (ct)
+		ct->no_prom = true;
+	for (int i = 0; i < nt; i++)
+		conn_row(ct, &top[i]);
+	if (!all)
+		return;
+	qsort(all, n, sizeof(*all), by_dst);
+	for (int i = 0, j; i < n; i = j) {
+		struct conn sum = { .k = all[i].k };
+
+		for (j = i; j < n && !by_dst(&all[i].k, &all[j].k); j++) {
+			sum.v.rehashes += all[j].v.rehashes;
+			sum.v.episodes += all[j].v.episodes;
+			sum.v.rtos += all[j].v.rtos;
+			sum.v.reverts += all[j].v.reverts;
+		}
+		/* The count rides in txhash, unused for a sum. */
+		sum.v.txhash = j - i;
+		top_insert(dtop, &nd, &sum);
+	}
+	free(all);
+	for (int i = 0; i < nd; i++) {
+		struct sp_val *row = sp_table_row(dt);
+
+		if (!row)
+			break;
+		inet_ntop(dtop[i].k.family == AF_INET ? AF_INET : AF_INET6, dtop[i].k.daddr,
+			  row[0].s, sizeof(row[0].s));
+		row[1].i = dtop[i].v.txhash;
+		row[2].i = dtop[i].v.rehashes;
+		row[3].i = dtop[i].v.episodes;
+		row[4].i = dtop[i].v.rtos;
+		row[5].i = dtop[i].v.reverts;
+	}
+}
+
+static void report(const char *pin_dir, struct sp_report *rep)
+{
+	sp_report_counters(rep, pin_dir, "rehash_ctr", counters, SP_RH_NR);
+	report_cost(pin_dir, rep);
+	report_windows(pin_dir, rep);
+	report_conns(pin_dir, rep);
 }
 
 const struct sp_module sp_mod_rehash = {
@@ -228,5 +297,5 @@ const struct sp_module sp_mod_rehash = {
 	.needs_cgroup = true,
 	.start = start,
 	.stop = stop,
-	.status = status,
+	.report = report,
 };

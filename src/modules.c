@@ -227,34 +227,3 @@ void sp_module_unpublish(struct sp_run *run, struct bpf_object *obj, struct bpf_
 	*link = NULL;
 	sp_unpin_obj_maps(obj, run->pin_dir);
 }
-
-/*
- * Print a pinned per-CPU counter array, summed over CPUs (json: as members),
- * for a module's status() that predates records; see sp_report_counters().
- */
-struct sp_report *sp_print_capture;
-
-void sp_print_counters(const char *pin_dir, const char *map, const char *const *names,
-		       int n, FILE *out, bool json)
-{
-	int fd = sp_open_pinned(pin_dir, map);
-	struct sp_json j;
-	__u64 v;
-
-	if (fd < 0)
-		return;
-	sp_json_init_member(&j, out);
-	for (int i = 0; i < n; i++) {
-		if (sp_sum_percpu(fd, i, &v))
-			v = 0;
-		/* Prometheus (prom.c) reads these as records; their help is in the README. */
-		if (sp_print_capture)
-			sp_rec_counter(sp_print_capture, NULL, names[i], v, "",
-				       "a counter of the module's status (see README)");
-		else if (json)
-			sp_json_key(&j, names[i]), sp_json_u64(&j, v);
-		else
-			fprintf(out, "  %-22s %llu\n", names[i], (unsigned long long)v);
-	}
-	close(fd);
-}

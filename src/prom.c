@@ -6,13 +6,16 @@
  * Prometheus; the naming rules live here, in one place:
  *
  *   stackpilot_<module>_<key>      gauges; stackpilot_<module>_<key>_total counters
- *   unit "bytes" -> _bytes, "seconds" -> _seconds, "ns" -> _seconds (value / 1e9)
+ *   unit "bytes" -> _bytes, "seconds" -> _seconds, "ns" -> _seconds (value / 1e9);
+ *   a key bytes_<what> in bytes is <what>_bytes (rehash's bytes_delivered)
  *   a group or key "ipv4"/"ipv6" -> label family (one metric, two series)
  *   tables: one metric per numeric column, named after the table
  *   (stackpilot_pmtu_destination_*, stackpilot_fragguard_peer_*), string and
- *   bool columns as labels; at most SP_TABLE_ROWS series per metric
+ *   bool columns as labels; at most SP_TABLE_ROWS series per metric; tables
+ *   marked no_prom (rows without a stable name) are not exposed
  *
  * Tunables (group "cfg") are configuration, shown by `get`; not exposed.
+ * Neither are ratios of two counters (unit "ratio"): rate(a) / rate(b).
  */
 #define _GNU_SOURCE	/* memmem */
 #include <errno.h>
@@ -96,6 +99,9 @@ static void metric_name(char *buf, size_t len, const char *prefix, const char *k
 			k[strlen(k) - (*unit == 'n' ? 3 : 2)] = 0;
 		suffix = "_seconds";
 	} else if (!strcmp(unit, "bytes")) {
+		/* The unit goes last: JSON's bytes_delivered is delivered_bytes_total. */
+		if (!strncmp(k, "bytes_", 6))
+			memmove(k, k + 6, strlen(k + 6) + 1);
 		suffix = "_bytes";
 	}
 	if (ends_with(k, suffix))
@@ -116,7 +122,8 @@ static bool rec_name(const struct sp_rec *r, const char *module, char *buf, size
 	char key[128];
 
 	*family = NULL;
-	if (r->f.type == SP_STRING || (r->group && !strcmp(r->group, "cfg")))
+	if (r->f.type == SP_STRING || (r->group && !strcmp(r->group, "cfg")) ||
+	    (r->f.unit && !strcmp(r->f.unit, "ratio")))
 		return false;
 	if (is_family(r->group))
 		*family = r->group, snprintf(key, sizeof(key), "%s", r->f.key);
@@ -178,6 +185,8 @@ static void render_table(FILE *out, const struct sp_table *t, const char *module
 {
 	char prefix[96], name[192];
 
+	if (t->no_prom)
+		return;
 	snprintf(prefix, sizeof(prefix), "%s%s%s", module ? module : "", module ? "_" : "",
 		 table_prefix(t->key));
 	for (int c = 0; c < t->nr_cols; c++) {
@@ -236,10 +245,10 @@ static void render_progs(FILE *out, const struct sp_table *t)
 	}
 }
 
-static void gauge(FILE *out, const char *name, const char *help, const struct lab *l, int n,
-		  long long v)
+static void gauge_unit(FILE *out, const char *name, const char *help, const struct lab *l, int n,
+		       long long v, const char *unit)
 {
-	static const struct sp_field f = { "", SP_GAUGE, false, "", "" };
+	const struct sp_field f = { "", SP_GAUGE, false, unit, "" };
 	struct sp_val val = { .i = v };
 
 	if (help)
@@ -247,12 +256,17 @@ static void gauge(FILE *out, const char *name, const char *help, const struct la
 	sample(out, name, l, n, &f, &val);
 }
 
+static void gauge(FILE *out, const char *name, const char *help, const struct lab *l, int n,
+		  long long v)
+{
+	gauge_unit(out, name, help, l, n, v, "");
+}
+
 static int prom_write_one(const char *pin_dir, FILE *out)
 {
 	struct sp_meta meta;
 	struct sp_report *rep;
 	struct timespec ts;
-	FILE *null;
 
 	sp_pin_errors = 0;
 	if (sp_status_read_meta(pin_dir, &meta))
@@ -266,6 +280,11 @@ static int prom_write_one(const char *pin_dir, FILE *out)
 	      NULL, 0, !kill(meta.pid, 0));
 	gauge(out, "stackpilot_uptime_seconds", "seconds since the run started", NULL, 0,
 	      ts.tv_sec - (long long)(meta.started_ns / 1000000000ULL));
+	gauge_unit(out, "stackpilot_loop_delay_seconds", "the event loop's largest lateness "
+		   "serving its periodic timers in the last second (scrapes, status, module work)",
+		   NULL, 0, meta.loop_delay_ns, "ns");
+	gauge_unit(out, "stackpilot_loop_delay_max_seconds", "the event loop's largest lateness "
+		   "since the run started", NULL, 0, meta.loop_delay_max_ns, "ns");
 	header(out, "stackpilot_module_loaded", false, "1 for each module the run loaded");
 	for (int i = 0; i < sp_nr_modules; i++)
 		if (meta.modules & (1u << i))
@@ -278,13 +297,6 @@ static int prom_write_one(const char *pin_dir, FILE *out)
 		if (!(meta.modules & (1u << i)))
 			continue;
 		sp_status_module(pin_dir, m, rep);
-		/* A module still on the legacy status(): its counters, via sp_print_counters. */
-		if (!m->report && (null = fopen("/dev/null", "w"))) {
-			sp_print_capture = rep;
-			m->status(pin_dir, null, false);
-			sp_print_capture = NULL;
-			fclose(null);
-		}
 		render_recs(out, rep, m->name, cg);
 		for (int t = 0; t < rep->nr_tables; t++)
 			render_table(out, &rep->tables[t], m->name, cg);

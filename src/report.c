@@ -62,6 +62,7 @@ struct sp_table *sp_table_add(struct sp_report *r, const char *key, const char *
 	t->cols = cols;
 	t->nr_cols = nr_cols;
 	t->nr_rows = 0;
+	t->no_prom = false;
 	return t;
 }
 
@@ -84,7 +85,7 @@ void sp_report_counters(struct sp_report *r, const char *pin_dir, const char *ma
 	for (int i = 0; i < n; i++) {
 		if (sp_sum_percpu(fd, i, &v))
 			v = 0;
-		sp_rec_counter(r, NULL, c[i].name, v, "", c[i].help);
+		sp_rec_counter(r, NULL, c[i].name, v, c[i].unit ? c[i].unit : "", c[i].help);
 	}
 	close(fd);
 }

@@ -383,13 +383,32 @@ static void on_signalfd(void *ctx)
 	sp_loop_stop();
 }
 
-/* Modules that still sample the system on a fixed tick. */
+/*
+ * Modules that still sample the system on a fixed tick. Every 10th tick
+ * (1 s) also publishes how late the loop was (a map update a second: cheap,
+ * and a scrape or `status` sees a value at most 1 s old).
+ */
 static void on_tick(void *ctx)
 {
+	static unsigned int ticks;
+	static __u64 delay_max;
+	__u64 delay;
+
 	for (int r = 0; r < nr_runs; r++)
 		for (int i = 0; i < sp_nr_modules; i++)
 			if ((runs[r]->modules & (1u << i)) && sp_modules[i]->tick)
 				sp_modules[i]->tick(runs[r], runs[r]->inst[i]);
+	if (++ticks % 10)
+		return;
+	/* One loop serves every run of the process: one lateness, in each run's meta. */
+	delay = sp_loop_delay_take();
+	if (delay > delay_max)
+		delay_max = delay;
+	for (int r = 0; r < nr_runs; r++) {
+		runs[r]->loop_delay_ns = delay;
+		runs[r]->loop_delay_max_ns = delay_max;
+		sp_run_publish_meta(runs[r]);
+	}
 }
 
 static void on_status(void *ctx)

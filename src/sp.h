@@ -64,11 +64,6 @@ struct sp_module {
 	 * `status` is another process, so no instance here.
 	 */
 	void (*report)(const char *pin_dir, struct sp_report *rep);
-	/*
-	 * Older modules print status themselves (json: members after "cfg",
-	 * through the JSON writer). Only where report is not set.
-	 */
-	void (*status)(const char *pin_dir, FILE *out, bool json);
 };
 
 #define SP_MAX_MODULES	16	/* bits of sp_meta.modules that are used */
@@ -94,6 +89,7 @@ struct sp_run {
 	void *inst[SP_MAX_MODULES];	/* each started module's instance */
 	struct sp_targets *targets;	/* what targets.c watches for this run */
 	__u64 started_ns;		/* CLOCK_MONOTONIC, once published */
+	__u64 loop_delay_ns, loop_delay_max_ns;	/* published in sp_meta, see there */
 	const char *opt_arg[SP_MAX_RUN_OPTS];	/* module run options given, by registration order */
 	bool persist;		/* run --persist (config runs: default): save and restore state */
 	bool dry_run;		/* run --dry-run: every `enforce` tunable starts at 0 */
@@ -138,6 +134,7 @@ int sp_parse_u32(const char *s, __u32 min, __u32 max, __u32 *out);
 int sp_check_privileges(void);
 int sp_check_btf(const char *btf_path);
 int sp_private_dir(const char *path, bool create);
+int sp_netns_cookie(__u64 *cookie);
 int sp_lock_targets(struct sp_run *run);
 void sp_unlock_targets(const struct sp_run *run);
 int sp_ensure_bpffs(const char *pin_dir);
@@ -170,8 +167,6 @@ int sp_module_publish(struct sp_run *run, const struct sp_module *m,
 		      struct bpf_object *obj, struct bpf_program *sockops,
 		      struct bpf_link **link);
 void sp_module_unpublish(struct sp_run *run, struct bpf_object *obj, struct bpf_link **link);
-void sp_print_counters(const char *pin_dir, const char *map, const char *const *names,
-		       int n, FILE *out, bool json);
 
 /* json.c: commas are placed by the writer, never by hand. */
 struct sp_json {
@@ -181,7 +176,6 @@ struct sp_json {
 	bool after_key;
 };
 void sp_json_init(struct sp_json *j, FILE *out);
-void sp_json_init_member(struct sp_json *j, FILE *out);
 void sp_json_begin_object(struct sp_json *j);
 void sp_json_end_object(struct sp_json *j);
 void sp_json_begin_array(struct sp_json *j);
@@ -212,7 +206,12 @@ struct sp_field {
 	const char *key;
 	enum sp_rec_type type;
 	bool real;		/* a gauge with a fraction: d */
-	const char *unit;	/* "bytes", "seconds", "ns", or "" for a plain count */
+	/*
+	 * "bytes", "seconds", "ns", "" for a plain count, or "ratio" for a
+	 * quotient of two counters shown for people (Prometheus computes it
+	 * from the counters, so prom.c leaves it out)
+	 */
+	const char *unit;
 	const char *help;
 };
 struct sp_val {
@@ -234,6 +233,7 @@ struct sp_table {
 	const char *help;
 	const struct sp_field *cols;	/* a constant array of nr_cols */
 	int nr_cols, nr_rows;
+	bool no_prom;		/* rows without a stable identity: not for Prometheus */
 	struct sp_val rows[SP_TABLE_ROWS][SP_TABLE_COLS];
 };
 #define SP_REPORT_RECS	64
@@ -258,8 +258,8 @@ struct sp_table *sp_table_add(struct sp_report *r, const char *key, const char *
 			      const struct sp_field *cols, int nr_cols);
 /* The cells of a new row, or NULL when the table is full. */
 struct sp_val *sp_table_row(struct sp_table *t);
-/* One element of a module's per-CPU counter array: its record's key and help. */
-struct sp_counter { const char *name, *help; };
+/* One element of a module's per-CPU counter array: its record's key, help, unit (NULL: a count). */
+struct sp_counter { const char *name, *help, *unit; };
 /* A pinned per-CPU counter array, summed over CPUs, as counter records. */
 void sp_report_counters(struct sp_report *r, const char *pin_dir, const char *map,
 			const struct sp_counter *c, int n);
@@ -282,8 +282,6 @@ void sp_prom_textfile_stop(void);
 int sp_metrics_opt(int opt, const char *arg);	/* 0, or an exit code after saying why */
 int sp_metrics_start(const char *pin_dir, unsigned int interval_s);
 void sp_metrics_stop(void);
-/* While set, sp_print_counters() adds counter records here instead of printing. */
-extern struct sp_report *sp_print_capture;
 /* ctl.c, shared with prom.c: the pieces of `status`. */
 struct sp_meta;
 int sp_status_read_meta(const char *pin_dir, struct sp_meta *meta);

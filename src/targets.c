@@ -76,6 +76,8 @@ int sp_run_publish_meta(struct sp_run *run)
 	    n >= 0 && n < (int)sizeof(meta.cgroup))
 		strncat(meta.cgroup, " (removed)", sizeof(meta.cgroup) - n - 1);
 	sp_persist_meta(run, &meta);
+	meta.loop_delay_ns = run->loop_delay_ns;
+	meta.loop_delay_max_ns = run->loop_delay_max_ns;
 
 	if (sp_pin_path(path, sizeof(path), run->pin_dir, "meta"))
 		return -1;
