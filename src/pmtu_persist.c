@@ -7,7 +7,7 @@
  *
  *   boot BOOT_ID
  *   dst FAMILY ADDR netns=COOKIE nsino=INODE low=MTU high=MTU state=N
- *       expires=UNIX_TIME [route=MTU via=ADDR]
+ *       expires=UNIX_TIME [method=M port=PORT] [route=MTU via=ADDR]
  *
  * Expiry is wall-clock (CLOCK_MONOTONIC, which the map holds, restarts at
  * boot); an entry comes back with its remaining lifetime, expired ones are
@@ -160,6 +160,9 @@ static int save(struct sp_run *run, void *inst, FILE *f)
 		fprintf(f, "dst %u %s netns=%llu nsino=%lu low=%u high=%u state=%u expires=%llu",
 			k.family == AF_INET ? 4 : 6, a, (unsigned long long)k.netns, n ? n->ino : 0,
 			e.low, e.high, e.state, (unsigned long long)(real + (life - age + 999999999) / 1000000000));
+		/* How it answered: a re-search at expiry asks the same way first. */
+		if (e.method != SP_PM_M_NONE)
+			fprintf(f, " method=%u port=%u", e.method, e.port);
 		if (e.route_mtu && (r = route_of(st, &k)))
 			fprintf(f, " route=%u via=%s", e.route_mtu,
 				inet_ntop(r->family, r->dst, via, sizeof(via)));
@@ -215,6 +218,10 @@ static bool parse_dst(struct sp_persist_reader *r, char *line, struct sp_pmtu_ke
 			e->state = v;
 		else if (!strcmp(tok, "expires"))
 			*expires = v, have |= 4;
+		else if (!strcmp(tok, "method") && v <= SP_PM_M_SYN)
+			e->method = v;
+		else if (!strcmp(tok, "port") && v <= 65535)
+			e->port = v;
 		else if (!strcmp(tok, "route") && v <= 65535)
 			e->route_mtu = v;
 		else

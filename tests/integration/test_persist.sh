@@ -117,7 +117,7 @@ t_persist_pmtu_file_checked() {
 	cat >"$f" <<-END
 	cgroup sp-test-$ID
 	boot $boot
-	dst 4 10.99.0.1 netns=$cookie nsino=0 low=1400 high=1401 state=2 expires=$((now + 300))
+	dst 4 10.99.0.1 netns=$cookie nsino=0 low=1400 high=1401 state=2 expires=$((now + 300)) method=2 port=8080
 	dst 4 10.99.0.2 netns=$cookie nsino=0 low=1300 high=0 state=0 expires=$((now - 5))
 	dst 4 10.99.0.3 netns=987654321 nsino=0 low=1300 high=0 state=0 expires=$((now + 300))
 	dst 4 10.99.0.4 netns=$cookie nsino=0 low=9 high=0 state=0 expires=$((now + 300))
@@ -133,6 +133,8 @@ t_persist_pmtu_file_checked() {
 	echo "restored: $(sp_json '.modules.pmtu.destinations | tostring')"
 	assert_eq "$(sp_json '[.modules.pmtu.destinations[].dst] | sort | join(" ")')" "10.99.0.1 fd99::" "restored destinations"
 	assert_eq "$(pm_entry 10.99.0.1 low_mtu) $(pm_entry 10.99.0.1 high_mtu) $(pm_entry 10.99.0.1 state)" "1400 1401 searched" "entry"
+	# How it answered (SYN to 8080) comes back too: the re-search asks that way.
+	assert_eq "$(pm_entry 10.99.0.1 method) $(pm_entry 10.99.0.1 port)" "syn 8080" "probe method"
 	# 300 s left of 600: restored with an age of about 300 s; one past the interval gets all of it.
 	local age=$(pm_entry 10.99.0.1 age_s)
 	awk "BEGIN { exit !($age > 295 && $age < 310) }" || fail "age $age, expected ~300"
@@ -146,7 +148,7 @@ t_persist_pmtu_file_checked() {
 	sp_stop || fail "exit"
 	# Saved at exit: the two entries, in the same format.
 	assert_eq "$(grep -c '^dst ' "$f")" 2 "entries saved at exit: $(cat "$f")"
-	grep -q "^dst 4 10.99.0.1 netns=$cookie nsino=[1-9][0-9]* low=1400 high=1401 state=2 expires=" "$f" || fail "saved: $(cat "$f")"
+	grep -q "^dst 4 10.99.0.1 netns=$cookie nsino=[1-9][0-9]* low=1400 high=1401 state=2 expires=[0-9]* method=2 port=8080" "$f" || fail "saved: $(cat "$f")"
 	# From another boot: only the initial namespace's entries come back (its
 	# inode 4026531833 is fixed), re-keyed to its cookie now; this test runs
 	# there, the file says so, with a cookie of no namespace of this boot.
