@@ -135,15 +135,30 @@ static __always_inline int make_key(struct bpf_sock_ops *skops, const struct cfg
 	return local;
 }
 
-/* The MTU a connection's full-size segments use: payload + TCP header with options + IP. */
-static __always_inline __u32 conn_mtu(struct bpf_sock_ops *skops, __u32 family)
+/*
+ * The MTU a connection's full-size segments use: payload + TCP header with
+ * options + extension headers + IP. With path_only, 0 unless the path bounds
+ * it (tcp_sync_mss: the route's MTU, icsk_pmtu_cookie, or the kernel's own
+ * probing's search_low): a peer's advertised MSS, its window
+ * (tcp_bound_to_half_wnd) or a user's TCP_MAXSEG bound it lower, and then
+ * what passed says nothing about the path. Learned as low, a peer's MSS 536
+ * would start every later connection to that host (any port, any prefix
+ * sharer) at 536 for interval_s (t_pmtu_peer_mss_not_learned).
+ */
+static __always_inline __u32 conn_mtu(struct bpf_sock_ops *skops, __u32 family, bool path_only)
 {
 	struct bpf_sock *bsk = skops->sk;
 	struct tcp_sock *tp;
+	__u32 mtu;
 
 	if (!bsk || !(tp = bpf_skc_to_tcp_sock(bsk)))
 		return 0;
-	return skops->mss_cache + tp->tcp_header_len + (family == AF_INET ? 20 : 40);
+	mtu = skops->mss_cache + tp->tcp_header_len + tp->inet_conn.icsk_ext_hdr_len +
+	      (family == AF_INET ? 20 : 40);
+	if (path_only && mtu != tp->inet_conn.icsk_pmtu_cookie &&
+	    mtu != (__u32)tp->inet_conn.icsk_mtup.search_low)
+		return 0;
+	return mtu;
 }
 
 static __always_inline bool fresh(const struct sp_pmtu_entry *e, const struct cfg *c, __u64 now)
@@ -243,7 +258,7 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 		return;
 	s->learned = 1;
 	make_key(skops, &c, &k, full);
-	mtu = conn_mtu(skops, k.family);
+	mtu = conn_mtu(skops, k.family, true);
 	if (!mtu)
 		return;
 	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
@@ -287,7 +302,7 @@ static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *
 	}
 	read_cfg(&c);
 	make_key(skops, &c, &ev->key, ev->dst);
-	mtu = conn_mtu(skops, ev->key.family);
+	mtu = conn_mtu(skops, ev->key.family, false);
 	e = bpf_map_lookup_elem(&pmtu_dsts, &ev->key);
 	/* Known to pass: congestion, not MTU. Searched and fresh: the search
 	 * has said all it can (and set the route, with route=1). */

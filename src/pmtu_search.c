@@ -92,7 +92,8 @@ static void finish(struct pmtu_search *s)
 
 	pmtu_route_forget(s->st, &s->ev.key);
 	if (s->c.route && s->c.enforce && high) {
-		int err = pmtu_route_set(s->st, &s->ev.key, s->ev.key.family, s->ev.dst, s->low);
+		int err = pmtu_route_set(s->st, &s->ev.key, s->ev.key.family, s->ev.dst, s->low,
+					 s->ceil_mtu);
 
 		if (!err)
 			route_mtu = s->low;
@@ -317,7 +318,11 @@ static bool begin(struct pmtu_state *st, struct pmtu_search *s, const struct sp_
 	s->floor_mtu = s->c.base_mss + (s->ev.key.family == AF_INET ? 40 : 60);
 	if (s->ev.key.family == AF_INET6 && s->floor_mtu < 1280)
 		s->floor_mtu = 1280;	/* IPv6's minimum MTU always passes */
-	s->ceil_mtu = pmtu_route_mtu(s->ev.key.family, s->ev.dst);
+	/* Not our own route's MTU: at expiry it would cap the search at the old
+	 * result, the route would be dropped as "the path carries the route's
+	 * MTU" while the black hole is still there, and a path that grew would
+	 * never be found (t_pmtu_path_grows_under_our_route). */
+	s->ceil_mtu = pmtu_route_ceiling(st, &s->ev.key, s->ev.key.family, s->ev.dst);
 	if (!s->ceil_mtu)
 		return false;
 	if (s->ceil_mtu <= s->floor_mtu) {

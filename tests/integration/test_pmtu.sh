@@ -192,6 +192,15 @@ pm_wait_state() {
 	return 1
 }
 
+# Wait up to 10 s for DST's Nth finished search (at expiry: N = 2).
+pm_wait_searches() {
+	for _ in $(seq 100); do
+		[ "$(grep -c "$1: path MTU" "$TMP/sp.err")" -ge "$2" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 # Learn before the stall: a first connection that never stalls (1000 bytes,
 # one small segment) is enough for the destination to be searched in the
 # background; the second connection starts at the learned MSS. Connections
@@ -301,10 +310,7 @@ t_pmtu_research_remembers_method() {
 	assert_eq "$(pm_entry 10.30.2.2 port)" 5201 "port"
 	local p1=$(pm_entry 10.30.2.2 probes)
 	sp_ctl set pmtu.interval_s=2 >/dev/null || fail set
-	for _ in $(seq 100); do
-		[ "$(grep -c '10.30.2.2: path MTU' "$TMP/sp.err")" -ge 2 ] && break
-		sleep 0.1
-	done
+	pm_wait_searches 10.30.2.2 2
 	echo "$(grep 10.30.2.2 "$TMP/sp.err")"
 	grep -q '10.30.2.2: entry expired (port 5201); searching its path MTU with TCP SYNs, which answered its last search' \
 		"$TMP/sp.err" || fail "the expiry's search did not start with SYNs"
@@ -442,4 +448,53 @@ t_pmtu_expired_entry_still_clamps() {
 	assert_eq "$2" $((low - 52)) "MSS during the search at expiry"
 	grep -q '10.30.2.2: path MTU.*' <(grep -A100 'entry expired' "$TMP/sp.err") && fail "the search at expiry was over: not tested"
 	return 0
+}
+
+# A path whose MTU grows while its route MTU (route=1) is in place: the
+# search at expiry probes above our own route (its ceiling is the route
+# beneath ours), finds the larger MTU and removes the route. Our route must
+# never be the ceiling of the search that decides whether it stays.
+t_pmtu_path_grows_under_our_route() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	pm_wait_state 10.30.2.2 searched || fail "not searched: $(cat "$TMP/sp.err")"
+	[ "$(pm_entry 10.30.2.2 route_mtu)" -le 1400 ] || fail "no route MTU: $(sp_json '.modules.pmtu.destinations | tostring')"
+	ip -n "$NS_RT" link set rd mtu 1500	# the overlay is fixed: the path grows
+	sp_ctl set pmtu.interval_s=1 >/dev/null || fail set
+	pm_wait_searches 10.30.2.2 2
+	echo "$(grep 10.30.2.2 "$TMP/sp.err"); $(sp_json '.modules.pmtu.destinations | tostring')"
+	[ "$(grep -c '10.30.2.2: path MTU' "$TMP/sp.err")" -ge 2 ] || fail "no search at expiry"
+	assert_eq "$(pm_entry 10.30.2.2 low_mtu)" 1500 "MTU after the path grew"
+	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "our route after the path grew"
+}
+
+# A peer that advertises a small MSS (536 here: any server or client may)
+# limits the connection's MSS, not the path: such a connection proves
+# nothing about the path and must not become the destination's low (every
+# later connection to it, to any port, would start at MSS 536).
+t_pmtu_peer_mss_not_learned() {
+	pmtu_topo 1400; make_cgroup
+	printf '%s\n' 'import socket' 's = socket.socket()' \
+		's.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)' \
+		's.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)' \
+		's.bind(("0.0.0.0", 5203)); s.listen()' \
+		'while True:' '    c, _ = s.accept()' '    while c.recv(65536): pass' '    c.close()' >"$TMP/mss.py"
+	ip netns exec "$NS_D2" python3 "$TMP/mss.py" >/dev/null 2>&1 &
+	BG_PIDS+=($!); disown
+	for _ in $(seq 50); do ip netns exec "$NS_D2" ss -ltnH | grep -q ':5203 ' && break; sleep 0.1; done
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	sp_ctl set pmtu.search_new=0 >/dev/null || fail set	# learning from connections only
+	set -- $(in_cgroup ip netns exec "$NS_S" "$TCPTOOL" client 10.30.3.2 5203 300000 |
+		sed -n 's/^conn secs=\([0-9.]*\) mss=\([0-9]*\).*done=1$/\1 \2/p')
+	assert_eq "${2:-}" 524 "MSS toward the server advertising 536 (536 - 12)"
+	sleep 0.2
+	echo "entries: $(sp_json '.modules.pmtu.destinations | tostring')"
+	assert_eq "$(pm_entry 10.30.3.2 low_mtu)" "" "low learned from a connection limited by its peer's MSS"
+	set -- $(xfer 10.30.3.2 100000)
+	assert_eq "${2:-}" 1448 "MSS of a later connection to another port of that host"
+	# A connection limited by the path alone still teaches its MTU.
+	set -- $(xfer 10.30.3.2 300000)
+	assert_eq "$(pm_entry 10.30.3.2 low_mtu)" 1500 "low learned from a connection at the path's MTU"
 }
