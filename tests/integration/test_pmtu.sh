@@ -498,3 +498,23 @@ t_pmtu_peer_mss_not_learned() {
 	set -- $(xfer 10.30.3.2 300000)
 	assert_eq "$(pm_entry 10.30.3.2 low_mtu)" 1500 "low learned from a connection at the path's MTU"
 }
+
+# route=1, the black hole still there at expiry: the search at expiry finds
+# it again and the route stays (it was removed, "as the route's" MTU, when
+# our own route capped that search: every other interval without a rescue).
+t_pmtu_route_survives_research() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	pm_wait_state 10.30.2.2 searched || fail "not searched: $(cat "$TMP/sp.err")"
+	sp_ctl set pmtu.interval_s=1 >/dev/null || fail set
+	pm_wait_searches 10.30.2.2 3 || fail "no two searches at expiry: $(cat "$TMP/sp.err")"
+	sp_ctl set pmtu.interval_s=600 >/dev/null || fail set
+	echo "$(grep 10.30.2.2 "$TMP/sp.err")"
+	grep '10.30.2.2: path MTU' "$TMP/sp.err" | grep -q "as the route's" && fail "a search at expiry took our route's MTU for the path's"
+	ip -n "$NS_S" route show proto 0xa5 | grep -q '^10.30.2.2 .*mtu 1[34][0-9][0-9]' ||
+		fail "route gone after the searches at expiry: $(ip -n "$NS_S" route show proto 0xa5)"
+	local low=$(pm_entry 10.30.2.2 low_mtu)
+	[ "$low" -le 1400 ] && [ "$low" -gt 1392 ] || fail "MTU $low after the searches at expiry, path 1400"
+}
