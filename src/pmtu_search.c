@@ -483,6 +483,12 @@ static void on_expire(void *ctx)
 			bpf_map_delete_elem(fd, &k);
 		}
 	}
+	/* A route whose entry the LRU evicted (4096 destinations: a server's
+	 * clients can churn them) would stay until exit, its MTU never searched
+	 * again, and fill the table of routes. */
+	for (int i = st->nr_routes - 1; i >= 0; i--)
+		if (bpf_map_lookup_elem(fd, &st->routes[i].key, &e) && !searching(st, &st->routes[i].key))
+			pmtu_route_forget(st, &st->routes[i].key);
 	kick(st);
 }
 

@@ -450,16 +450,21 @@ t_pmtu_expired_entry_still_clamps() {
 	return 0
 }
 
-# A path whose MTU grows while its route MTU (route=1) is in place: the
-# search at expiry probes above our own route (its ceiling is the route
-# beneath ours), finds the larger MTU and removes the route. Our route must
-# never be the ceiling of the search that decides whether it stays.
-t_pmtu_path_grows_under_our_route() {
+# The black-hole testbed, route=1, 10.30.2.2 searched (and its route added).
+pm_searched_with_route() {
 	pmtu_topo 1400; make_cgroup
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
 	sp_ctl set pmtu.route=1 >/dev/null || fail set
 	xfer 10.30.2.2 1000 >/dev/null || fail xfer
 	pm_wait_state 10.30.2.2 searched || fail "not searched: $(cat "$TMP/sp.err")"
+}
+
+# A path whose MTU grows while its route MTU (route=1) is in place: the
+# search at expiry probes above our own route (its ceiling is the route
+# beneath ours), finds the larger MTU and removes the route. Our route must
+# never be the ceiling of the search that decides whether it stays.
+t_pmtu_path_grows_under_our_route() {
+	pm_searched_with_route
 	[ "$(pm_entry 10.30.2.2 route_mtu)" -le 1400 ] || fail "no route MTU: $(sp_json '.modules.pmtu.destinations | tostring')"
 	ip -n "$NS_RT" link set rd mtu 1500	# the overlay is fixed: the path grows
 	sp_ctl set pmtu.interval_s=1 >/dev/null || fail set
@@ -503,11 +508,7 @@ t_pmtu_peer_mss_not_learned() {
 # it again and the route stays (it was removed, "as the route's" MTU, when
 # our own route capped that search: every other interval without a rescue).
 t_pmtu_route_survives_research() {
-	pmtu_topo 1400; make_cgroup
-	sp_start --modules pmtu --cgroup "sp-test-$ID"
-	sp_ctl set pmtu.route=1 >/dev/null || fail set
-	xfer 10.30.2.2 1000 >/dev/null || fail xfer
-	pm_wait_state 10.30.2.2 searched || fail "not searched: $(cat "$TMP/sp.err")"
+	pm_searched_with_route
 	sp_ctl set pmtu.interval_s=1 >/dev/null || fail set
 	pm_wait_searches 10.30.2.2 3 || fail "no two searches at expiry: $(cat "$TMP/sp.err")"
 	sp_ctl set pmtu.interval_s=600 >/dev/null || fail set
@@ -517,4 +518,19 @@ t_pmtu_route_survives_research() {
 		fail "route gone after the searches at expiry: $(ip -n "$NS_S" route show proto 0xa5)"
 	local low=$(pm_entry 10.30.2.2 low_mtu)
 	[ "$low" -le 1400 ] && [ "$low" -gt 1392 ] || fail "MTU $low after the searches at expiry, path 1400"
+}
+
+# An entry evicted from the LRU map (deleted here with bpftool, as the
+# 4097th destination would) takes its route with it within a second:
+# otherwise the route stays until exit, never searched again.
+t_pmtu_route_goes_with_evicted_entry() {
+	pm_searched_with_route
+	ip -n "$NS_S" route show proto 0xa5 | grep -q '^10.30.2.2 ' || fail "no route"
+	local key
+	key=$(nsenter -t "$SP_PID" -m -n bpftool -j map dump pinned "$PIN/pmtu_dsts" | jq -r '.[0].key | join(" ")')
+	[ -n "$key" ] || fail "no key in the map"
+	nsenter -t "$SP_PID" -m -n bpftool map delete pinned "$PIN/pmtu_dsts" key $key || fail "bpftool delete"
+	for _ in $(seq 30); do [ -z "$(ip -n "$NS_S" route show proto 0xa5)" ] && break; sleep 0.1; done
+	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "our route after its entry was evicted"
+	grep -q 'route to 10.30.2.2 removed' "$TMP/sp.err" || fail "no log line"
 }
