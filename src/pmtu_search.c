@@ -363,7 +363,11 @@ static void kick(struct pmtu_state *st)
 			else if (!free_slot)
 				free_slot = &st->searches[i];
 		}
-		if (!free_slot || active >= c.max_searches)
+		/* One search slot is kept for black-hole suspects (they are queued
+		 * first): asks for new destinations, which others can make at will,
+		 * never hold them all. */
+		if (!free_slot || active >= c.max_searches -
+		    (c.max_searches > 1 && st->pending[0].kind != SP_PM_EV_STALL))
 			return;	/* a search's end kicks again */
 		refill(st, &c);
 		if (st->search_tokens < 1) {
@@ -414,26 +418,52 @@ static void on_probe_timeout(void *ctx)
 	kick(s->st);
 }
 
-/* Queue a search of ev's destination unless it is searched, queued or not worth it. */
+/*
+ * Queue a search of ev's destination unless it is searched, queued or not
+ * worth it. Black-hole suspects go first, and a full queue makes room for
+ * one by dropping its newest other ask: new destinations are whatever a
+ * server's clients make them (an IPv6 client has a /64 of addresses), and
+ * must not keep a real stall from being searched
+ * (t_pmtu_stall_searched_during_flood).
+ */
 static void enqueue(struct pmtu_state *st, const struct sp_pmtu_event *ev)
 {
+	bool stall = ev->kind == SP_PM_EV_STALL;
 	__u64 now = pmtu_now_ns();
+	int at = 0;
 
 	if (!wanted(st, ev))
 		return;
-	for (int i = 0; i < st->nr_pending; i++)
-		if (!memcmp(&st->pending[i].key, &ev->key, sizeof(ev->key)))
+	for (int i = 0; i < st->nr_pending; i++) {
+		if (memcmp(&st->pending[i].key, &ev->key, sizeof(ev->key)))
+			continue;
+		if (!stall || st->pending[i].kind == SP_PM_EV_STALL)
 			return;
-	if (st->nr_pending < MAX_PENDING) {
-		st->pending[st->nr_pending++] = *ev;
-		return;
+		/* Asked as new, now stalled: moved to the front. */
+		memmove(st->pending + i, st->pending + i + 1,
+			(--st->nr_pending - i) * sizeof(st->pending[0]));
+		break;
 	}
-	/* The BPF side asks again (SP_PM_ASK_RETRY_NS) while nothing is known. */
-	if (now - st->dropped_logged_ns > 10 * NS) {
-		st->dropped_logged_ns = now;
-		sp_log(SP_LOG_WARN, "pmtu: %d searches waiting; further ones are dropped "
-		       "(logged once per 10 s)", MAX_PENDING);
+	while (at < st->nr_pending && (!stall || st->pending[at].kind == SP_PM_EV_STALL))
+		at++;
+	if (st->nr_pending == MAX_PENDING) {
+		if (stall && st->pending[MAX_PENDING - 1].kind != SP_PM_EV_STALL) {
+			/* Its destination is asked again: by the BPF side
+			 * (SP_PM_ASK_RETRY_NS) or at the next expiry pass. */
+			st->nr_pending--;
+		} else {
+			if (now - st->dropped_logged_ns > 10 * NS) {
+				st->dropped_logged_ns = now;
+				sp_log(SP_LOG_WARN, "pmtu: %d searches waiting; further ones are dropped "
+				       "(logged once per 10 s)", MAX_PENDING);
+			}
+			return;
+		}
 	}
+	memmove(st->pending + at + 1, st->pending + at,
+		(st->nr_pending - at) * sizeof(st->pending[0]));
+	st->pending[at] = *ev;
+	st->nr_pending++;
 }
 
 static int on_event(void *ctx, void *data, size_t len)

@@ -534,3 +534,31 @@ t_pmtu_route_goes_with_evicted_entry() {
 	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "our route after its entry was evicted"
 	grep -q 'route to 10.30.2.2 removed' "$TMP/sp.err" || fail "no log line"
 }
+
+# A server in the cgroup, 70 clients from 70 addresses that answer no probe
+# (each search: 2 x max_probes timeouts, 3 s): the queue of 64 is full for a
+# minute. A client connection that stalls into the black hole meanwhile is
+# searched at once (suspects go first, one search slot is theirs) and its
+# route (route=1) rescues it. Before: its ask was dropped, the stall stayed.
+t_pmtu_stall_searched_during_flood() {
+	pmtu_topo 1400; make_cgroup
+	ip netns exec "$NS_RT" nft add rule inet bh c_fwd ip daddr 10.30.3.100-10.30.3.199 icmp type echo-request drop
+	ip netns exec "$NS_RT" nft add rule inet bh c_fwd ip daddr 10.30.3.100-10.30.3.199 'tcp flags & (syn | ack) == syn drop'
+	for i in $(seq 100 169); do ip -n "$NS_D2" addr add "10.30.3.$i/32" dev d0; done
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	in_cgroup ip netns exec "$NS_S" "$TCPTOOL" server 5202 >/dev/null &
+	BG_PIDS+=($!); disown
+	sleep 0.3
+	printf '%s\n' 'import socket' 'for i in range(100, 170):' '    s = socket.socket()' \
+		'    s.bind(("10.30.3.%d" % i, 0)); s.settimeout(2)' \
+		'    s.connect(("10.30.1.1", 5202)); s.send(b"x"); s.close()' >"$TMP/flood.py"
+	ip netns exec "$NS_D2" python3 "$TMP/flood.py" || fail "flood clients"
+	sleep 0.3
+	assert_ge "$(sp_json .modules.pmtu.searches_asked)" 69 "searches asked by the flood"
+	set -- $(xfer 10.30.2.2 1000000 "" 8)
+	echo "stalled connection during the flood: ${*:-did not complete}; $(grep '10.30.2.2\|waiting' "$TMP/sp.err")"
+	[ -n "${1:-}" ] || fail "the stalled connection was not rescued during the flood"
+	awk "BEGIN { exit !($1 < 3) }" || fail "the stalled connection took $1 s"
+	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "black hole not searched"
+}
