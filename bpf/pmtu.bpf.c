@@ -55,10 +55,25 @@ struct {
 	__uint(max_entries, 64 * 1024);
 } pmtu_events SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ask_bucket);
+} pmtu_ask_bucket SEC(".maps");
+
+/* Credit in ns: an ask costs 1 s / searches_per_s. CPUs race on it: the
+ * limit is approximate, the bound holds within a few asks. */
+struct ask_bucket {
+	__u64 ns;
+	__u64 avail;
+};
+
 struct sk_state {
 	__u64 acked_at_rto;	/* bytes_acked at the last RTO */
 	__u8 learned;
 	__u8 suspected;
+	__u8 passive;
 };
 
 struct {
@@ -69,7 +84,7 @@ struct {
 } pmtu_sk SEC(".maps");
 
 struct cfg {
-	__u32 prefix4, prefix6, learn_bytes, enforce, search_new;
+	__u32 prefix4, prefix6, learn_bytes, enforce, search_new, searches_per_s;
 	__u64 interval_ns;
 };
 
@@ -86,6 +101,24 @@ static __always_inline void read_cfg(struct cfg *c)
 	c->interval_ns = (__u64)m.interval_s * 1000000000;
 	c->enforce = m.enforce;
 	c->search_new = m.search_new;
+	c->searches_per_s = m.searches_per_s;
+}
+
+static __always_inline bool ask_token(const struct cfg *c, __u64 now)
+{
+	__u32 zero = 0;
+	struct ask_bucket *b = bpf_map_lookup_elem(&pmtu_ask_bucket, &zero);
+	__u64 cost, avail;
+
+	if (!b)
+		return true;
+	cost = 1000000000ULL / (c->searches_per_s ? c->searches_per_s : 1);
+	avail = b->avail + (now - b->ns);
+	if (avail > cost * SP_PM_ASK_BURST)
+		avail = cost * SP_PM_ASK_BURST;
+	b->ns = now;
+	b->avail = avail >= cost ? avail - cost : avail;
+	return avail >= cost;
 }
 
 /*
@@ -186,6 +219,12 @@ static __always_inline void ask(struct bpf_sock_ops *skops, const struct cfg *c,
 			return;	/* known, or searched without an answer: wait for expiry */
 		if (now - e->asked_ns < SP_PM_ASK_RETRY_NS)
 			return;
+	}
+	if (!ask_token(c, now)) {
+		sp_count(&pmtu_ctr, SP_PM_ASKS_LIMITED, 1);
+		return;
+	}
+	if (e) {
 		/* Two CPUs may both pass here: the loader drops the duplicate. */
 		e->asked_ns = now;
 	} else {
@@ -263,6 +302,12 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 		return;
 	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
 	if (!e) {
+		/* A server's clients make no entries: they would be the LRU's
+		 * churn at whatever rate clients come (a client of an IPv6 /64
+		 * has 2^64 addresses), and an accepted connection is never
+		 * clamped. They are searched (rate-limited) instead. */
+		if (s->passive)
+			return;
 		fresh.low = mtu;
 		fresh.updated_ns = bpf_ktime_get_ns();
 		bpf_map_update_elem(&pmtu_dsts, &k, &fresh, BPF_NOEXIST);
@@ -333,8 +378,8 @@ int sp_pmtu(struct bpf_sock_ops *skops)
 		on_connect(skops, true);
 		/* fall through */
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
-		if (bsk)
-			bpf_sk_storage_get(&pmtu_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+		if (bsk && (s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE)))
+			s->passive = skops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB;
 		sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG | BPF_SOCK_OPS_RTT_CB_FLAG);
 		return 1;
 	case BPF_SOCK_OPS_RTT_CB:

@@ -535,6 +535,19 @@ t_pmtu_route_goes_with_evicted_entry() {
 	grep -q 'route to 10.30.2.2 removed' "$TMP/sp.err" || fail "no log line"
 }
 
+# pm_flood FORMAT FIRST LAST SERVER: a server in the cgroup (port 5202) and
+# one connection to it from each source address FORMAT % i (i = FIRST..LAST) of D2.
+pm_flood() {
+	in_cgroup ip netns exec "$NS_S" "$TCPTOOL" server 5202 >/dev/null &
+	BG_PIDS+=($!); disown
+	sleep 0.3
+	printf '%s\n' 'import socket, sys' 'f, a, b, srv = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]' \
+		'for i in range(a, b + 1):' '    s = socket.socket(socket.AF_INET6 if ":" in srv else socket.AF_INET)' \
+		'    s.bind((f % i, 0)); s.settimeout(2)' \
+		'    s.connect((srv, 5202)); s.send(b"x"); s.close()' >"$TMP/flood.py"
+	ip netns exec "$NS_D2" python3 "$TMP/flood.py" "$@" || fail "flood clients"
+}
+
 # A server in the cgroup, 70 clients from 70 addresses that answer no probe
 # (each search: 2 x max_probes timeouts, 3 s): the queue of 64 is full for a
 # minute. A client connection that stalls into the black hole meanwhile is
@@ -546,14 +559,9 @@ t_pmtu_stall_searched_during_flood() {
 	ip netns exec "$NS_RT" nft add rule inet bh c_fwd ip daddr 10.30.3.100-10.30.3.199 'tcp flags & (syn | ack) == syn drop'
 	for i in $(seq 100 169); do ip -n "$NS_D2" addr add "10.30.3.$i/32" dev d0; done
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
-	sp_ctl set pmtu.route=1 >/dev/null || fail set
-	in_cgroup ip netns exec "$NS_S" "$TCPTOOL" server 5202 >/dev/null &
-	BG_PIDS+=($!); disown
-	sleep 0.3
-	printf '%s\n' 'import socket' 'for i in range(100, 170):' '    s = socket.socket()' \
-		'    s.bind(("10.30.3.%d" % i, 0)); s.settimeout(2)' \
-		'    s.connect(("10.30.1.1", 5202)); s.send(b"x"); s.close()' >"$TMP/flood.py"
-	ip netns exec "$NS_D2" python3 "$TMP/flood.py" || fail "flood clients"
+	# searches_per_s high: the asks' bucket (burst 64) alone would keep the queue from filling.
+	sp_ctl set pmtu.route=1 pmtu.searches_per_s=1000 >/dev/null || fail set
+	pm_flood 10.30.3.%d 100 169 10.30.1.1
 	sleep 0.3
 	assert_ge "$(sp_json .modules.pmtu.searches_asked)" 69 "searches asked by the flood"
 	set -- $(xfer 10.30.2.2 1000000 "" 8)
@@ -561,4 +569,34 @@ t_pmtu_stall_searched_during_flood() {
 	[ -n "${1:-}" ] || fail "the stalled connection was not rescued during the flood"
 	awk "BEGIN { exit !($1 < 3) }" || fail "the stalled connection took $1 s"
 	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "black hole not searched"
+}
+
+# A server in the cgroup accepts 5000 clients from 5000 IPv6 prefixes (an
+# attacker's /48 has 65536 /64s; prefix6=128 here stands for that). Asks are
+# a bucket of searches_per_s with a burst of 64, and they are what makes an
+# accepted client an entry: the LRU map (4096) holds the clients the loader
+# can search, not 4096 of them, and keeps what the cgroup learned. Before:
+# every client made an entry, the map was full of them (the LRU then evicts
+# the cgroup's destinations least used, and they stall again).
+t_pmtu_ask_flood_keeps_entries() {
+	pmtu_topo 1400; make_cgroup
+	ip -n "$NS_RT" -6 route add fd31::/32 via fd30:3::2 || fail "flood route"
+	for i in $(seq 5000); do printf 'addr add fd31:0:%x::1/128 dev lo nodad\n' "$i"; done |
+		ip -n "$NS_D2" -batch - || fail "flood addresses"
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	sp_ctl set pmtu.prefix6=128 >/dev/null || fail set
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	pm_wait_state 10.30.2.2 searched || fail "not searched: $(cat "$TMP/sp.err")"
+	local low=$(pm_entry 10.30.2.2 low_mtu) t0 secs n
+	t0=$(date +%s.%N)
+	pm_flood fd31:0:%x::1 1 5000 fd30:1::1
+	secs=$(echo "$(date +%s.%N) - $t0" | bc)
+	n=$(nsenter -t "$SP_PID" -m -n bpftool -j map dump pinned "$PIN/pmtu_dsts" | jq length)
+	echo "flood of 5000 clients in $secs s: $n entries; $(sp_json '.modules.pmtu | {accepts, searches_asked, asks_limited} | tostring')"
+	assert_ge "$(sp_json .modules.pmtu.accepts)" 5000 "accepted connections"
+	# 1 learned + a burst of 64 + 10 a second (searches_per_s), and some slack for CPUs racing.
+	[ "$n" -le $(echo "66 + 10 * ($secs + 1) + 8" | bc | cut -d. -f1) ] || fail "$n entries after a flood of $secs s"
+	set -- $(xfer 10.30.2.2 1000000 "" 5)
+	[ -n "${1:-}" ] || fail "a connection to the learned destination stalled after the flood"
+	assert_eq "$2" $((low - 52)) "MSS of a connection to the learned destination after the flood"
 }
