@@ -36,6 +36,7 @@ struct pmtu_search {
 	struct pmtu_state *st;
 	bool active;
 	bool bisect;		/* past the base size: the method is known */
+	bool verify;		/* nothing above the base passed: is the base still answered? */
 	bool throttled;		/* the timer waits for a probe token, not an answer */
 	struct sp_pmtu_event ev;
 	struct sp_pmtu_cfg c;
@@ -117,10 +118,31 @@ static void give_up(struct pmtu_search *s)
 	s->active = false;
 }
 
+/* The base size answered at the start and not at the end: what was lost
+ * says nothing of the path's MTU. The entry keeps what it had (a low that
+ * passed still clamps) and is asked for again. */
+static void lost_path(struct pmtu_search *s)
+{
+	sp_log(SP_LOG_WARN, "pmtu: %s stopped answering %u-byte probes during its search "
+	       "(link down or route changed?): nothing learned", s->a, s->floor_mtu);
+	s->active = false;
+}
+
 /* The next size between low and high, or the end of the search. */
 static bool next_size(struct pmtu_search *s)
 {
 	if (s->high - s->low < s->c.threshold || s->sent >= MAX_SENT) {
+		/* Every size above the base lost: a path at the base size, or one
+		 * that went away during the search (a link down, a route
+		 * changed). The base size again tells which; without it a
+		 * transient fault is learned as base_mss for interval_s
+		 * (t_pmtu_path_lost_during_search). */
+		if (s->low == s->floor_mtu && !s->verify) {
+			s->verify = true;
+			s->size = s->floor_mtu;
+			s->tries = 0;
+			return true;
+		}
 		finish(s);
 		return false;
 	}
@@ -179,6 +201,10 @@ static bool advance(struct pmtu_search *s, bool answered)
 	 * the bisection still ends within threshold of it, and a black hole
 	 * costs max_probes - 1 probes less (with the defaults and a 1500-byte
 	 * route: 20 probes at most, whatever the path). */
+	if (s->verify && !answered && s->tries >= s->c.max_probes) {
+		lost_path(s);
+		return false;
+	}
 	if (answered)
 		s->low = s->size;
 	else if (s->tries < (s->size == s->ceil_mtu ? 1 : s->c.max_probes))

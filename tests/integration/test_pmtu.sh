@@ -600,3 +600,25 @@ t_pmtu_ask_flood_keeps_entries() {
 	[ -n "${1:-}" ] || fail "a connection to the learned destination stalled after the flood"
 	assert_eq "$2" $((low - 52)) "MSS of a connection to the learned destination after the flood"
 }
+
+# The router's link goes down during a search (slowed to 2 probes a second),
+# after the base size was answered: every later probe is lost. That is not a
+# path MTU of base_mss: the base size is probed again, and unanswered, the
+# search ends without a result. Before: learned 1064 (MSS 1024 for every
+# connection, and route=1 made it a route) for interval_s.
+t_pmtu_path_lost_during_search() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	sp_ctl set pmtu.probes_per_s=2 >/dev/null || fail set
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	for _ in $(seq 50); do grep -q '10.30.2.2: new destination' "$TMP/sp.err" && break; sleep 0.05; done
+	sleep 0.3
+	ip -n "$NS_RT" link set rd down
+	for _ in $(seq 200); do grep -q '10.30.2.2: path MTU\|10.30.2.2 stopped answering' "$TMP/sp.err" && break; sleep 0.1; done
+	ip -n "$NS_RT" link set rd up
+	echo "$(grep 10.30.2.2 "$TMP/sp.err"); $(sp_json '.modules.pmtu.destinations | tostring')"
+	grep -q '10.30.2.2 stopped answering 1064-byte probes during its search' "$TMP/sp.err" || fail "no log line"
+	grep -q '10.30.2.2: path MTU' "$TMP/sp.err" && fail "a path MTU learned from a search whose path went away"
+	[ "$(pm_entry 10.30.2.2 state)" != searched ] || fail "state searched"
+	return 0
+}
