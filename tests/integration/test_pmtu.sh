@@ -622,3 +622,18 @@ t_pmtu_path_lost_during_search() {
 	[ "$(pm_entry 10.30.2.2 state)" != searched ] || fail "state searched"
 	return 0
 }
+
+# kill -9 while a route is in place and a search at expiry runs: the route
+# stays (nothing ran at exit); the next start removes it before attaching.
+t_pmtu_killed_during_search() {
+	pm_searched_with_route
+	sp_ctl set pmtu.probes_per_s=1 pmtu.interval_s=1 >/dev/null || fail set
+	for _ in $(seq 50); do grep -q '10.30.2.2: entry expired' "$TMP/sp.err" && break; sleep 0.1; done
+	grep -q '10.30.2.2: entry expired' "$TMP/sp.err" || fail "no search at expiry"
+	sp_stop KILL
+	ip -n "$NS_S" route show proto 0xa5 | grep -q '^10.30.2.2 ' || fail "route gone with kill -9: not tested"
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	echo "$(cat "$TMP/sp.err")"
+	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes of the killed run after the next start"
+	sp_stop || fail exit
+}
