@@ -637,3 +637,30 @@ t_pmtu_killed_during_search() {
 	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes of the killed run after the next start"
 	sp_stop || fail exit
 }
+
+# Echo replies forged by another host (D2, off the path, its own address),
+# small, with our probes' id and every sequence number, while the black
+# hole's search runs: a reply counts only from the destination and at the
+# probe's size. Before: sizes above the black hole passed, the learned MTU
+# was too high, and stalls went unsearched for interval_s.
+t_pmtu_forged_echo_replies() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	printf '%s\n' 'import socket, struct, sys, time' \
+		'def csum(b):' '    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))' \
+		'    s = (s >> 16) + (s & 0xffff); s += s >> 16; return ~s & 0xffff' \
+		'r = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)' \
+		'pid = int(sys.argv[1]) & 0xffff; end = time.time() + 4' \
+		'while time.time() < end:' '    for seq in range(1, 64):' \
+		'        h = struct.pack("!BBHHH", 0, 0, 0, pid, seq) + b"Z" * 8' \
+		'        h = h[:2] + struct.pack("!H", csum(h)) + h[4:]' \
+		'        r.sendto(h, ("10.30.1.1", 0))' '    time.sleep(0.002)' >"$TMP/forge.py"
+	ip netns exec "$NS_D2" python3 "$TMP/forge.py" "$SP_PID" &
+	BG_PIDS+=($!)
+	sleep 0.2
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	pm_wait_state 10.30.2.2 searched || fail "not searched: $(cat "$TMP/sp.err")"
+	echo "$(grep 10.30.2.2 "$TMP/sp.err"); $(sp_json '.modules.pmtu.destinations | tostring')"
+	local low=$(pm_entry 10.30.2.2 low_mtu)
+	[ "$low" -le 1400 ] && [ "$low" -gt 1392 ] || fail "learned MTU $low with forged echo replies, path MTU 1400"
+}
