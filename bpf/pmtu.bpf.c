@@ -350,9 +350,11 @@ static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *
 	mtu = conn_mtu(skops, ev->key.family, false);
 	e = bpf_map_lookup_elem(&pmtu_dsts, &ev->key);
 	/* Known to pass: congestion, not MTU. Searched and fresh: the search
-	 * has said all it can (and set the route, with route=1). */
+	 * has said all it can (and set the route, with route=1). Unless the
+	 * third RTO in a row: what passed may not any more. */
 	if (!mtu || (e && (e->low >= mtu || (e->state == SP_PM_S_SEARCHED &&
-					     fresh(e, &c, bpf_ktime_get_ns()))))) {
+					     fresh(e, &c, bpf_ktime_get_ns()))) &&
+		     (skops->args[0] < 2 || bpf_ktime_get_ns() - e->updated_ns < SP_PM_RECHECK_NS))) {
 		bpf_ringbuf_discard(ev, 0);
 		return;
 	}

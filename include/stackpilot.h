@@ -280,6 +280,11 @@ enum sp_pm_method {
  * is an entry of the LRU map that a server's clients could otherwise churn,
  * evicting what was learned (t_pmtu_ask_flood_keeps_entries). */
 #define SP_PM_ASK_BURST		64
+/* A connection clamped to a known-good low that still takes its third RTO
+ * in a row (args[0] of RTO_CB: the RTOs before it) suspects the path shrank
+ * below low: its entry is searched again from the base size, at most once
+ * per this (t_pmtu_path_shrinks_below_low). */
+#define SP_PM_RECHECK_NS	(5ULL * 1000000000)
 
 #define SP_PMTU_TUNABLES(X, ctx) \
 	X(ctx, prefix4, 0, 32, 32, SP_OOR_CLAMP, \

@@ -169,7 +169,10 @@ static bool advance(struct pmtu_search *s, bool answered)
 			s->timeout_ms = rtt4 < 20 ? 20 : rtt4 > s->c.probe_timeout_ms ?
 							 s->c.probe_timeout_ms : rtt4;
 			bpf_map_lookup_elem(dsts_fd(s->st), &s->ev.key, &e);
-			s->low = e.low > s->floor_mtu && e.low <= s->ceil_mtu ? e.low : s->floor_mtu;
+			/* A stall at or below low: low is what is in doubt. */
+			s->low = e.low > s->floor_mtu && e.low <= s->ceil_mtu &&
+				 !(s->ev.kind == SP_PM_EV_STALL && s->ev.mtu && s->ev.mtu <= e.low)
+				 ? e.low : s->floor_mtu;
 			s->high = s->ceil_mtu + 1;
 			s->bisect = true;
 			/* Most paths carry their route's MTU: try it first, within the step bound. */
@@ -299,7 +302,12 @@ static bool wanted(struct pmtu_state *st, const struct sp_pmtu_event *ev)
 	if (pmtu_now_ns() - e.updated_ns > (__u64)c.interval_s * NS)
 		return true;
 	/* Searched: all a search can say is said (and the route set). No answer:
-	 * each try costs max_probes timeouts per method, not again before expiry. */
+	 * each try costs max_probes timeouts per method, not again before expiry.
+	 * Unless a connection at or below its low stalls (the BPF side sends
+	 * that only at a third RTO in a row, once per SP_PM_RECHECK_NS). */
+	if (ev->kind == SP_PM_EV_STALL && ev->mtu && ev->mtu <= e.low &&
+	    pmtu_now_ns() - e.updated_ns >= SP_PM_RECHECK_NS)
+		return true;
 	if (e.state == SP_PM_S_SEARCHED || e.state == SP_PM_S_NOPROBE)
 		return false;
 	/* A new destination a connection has proved meanwhile needs no probes;

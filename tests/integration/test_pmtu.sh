@@ -664,3 +664,20 @@ t_pmtu_forged_echo_replies() {
 	local low=$(pm_entry 10.30.2.2 low_mtu)
 	[ "$low" -le 1400 ] && [ "$low" -gt 1392 ] || fail "learned MTU $low with forged echo replies, path MTU 1400"
 }
+
+# The path shrinks below a searched low (the overlay's MTU lowered to
+# 1300): connections clamped to the old low stall. The third RTO in a row
+# of such a connection (at most once per 5 s per destination) has the entry
+# searched again from the base size; route=1 rescues the stalled connection.
+# Before: "known to pass" ignored the RTOs until the entry expired (600 s).
+t_pmtu_path_shrinks_below_low() {
+	pm_searched_with_route
+	ip -n "$NS_RT" link set rd mtu 1300
+	sleep 5	# SP_PM_RECHECK_NS since the search
+	set -- $(xfer 10.30.2.2 1000000 "" 10)
+	echo "stalled at the old low: ${*:-did not complete}; $(grep 10.30.2.2 "$TMP/sp.err"); $(sp_json '.modules.pmtu.destinations | tostring')"
+	[ -n "${1:-}" ] || fail "the connection clamped to the old low was not rescued"
+	local low=$(pm_entry 10.30.2.2 low_mtu)
+	[ "$low" -le 1300 ] && [ "$low" -gt 1292 ] || fail "MTU $low after the path shrank to 1300"
+	awk "BEGIN { exit !($1 < 8) }" || fail "the stalled connection took $1 s"
+}
