@@ -563,7 +563,8 @@ t_pmtu_stall_searched_during_flood() {
 	sp_ctl set pmtu.route=1 pmtu.searches_per_s=1000 >/dev/null || fail set
 	pm_flood 10.30.3.%d 100 169 10.30.1.1
 	sleep 0.3
-	assert_ge "$(sp_json .modules.pmtu.searches_asked)" 69 "searches asked by the flood"
+	# 3 searching, 64 waiting: the queue is full.
+	assert_ge "$(sp_json .modules.pmtu.searches_asked)" 67 "searches asked by the flood"
 	set -- $(xfer 10.30.2.2 1000000 "" 8)
 	echo "stalled connection during the flood: ${*:-did not complete}; $(grep '10.30.2.2\|waiting' "$TMP/sp.err")"
 	[ -n "${1:-}" ] || fail "the stalled connection was not rescued during the flood"
