@@ -65,6 +65,7 @@ __u64 pmtu_now_ns(void);
 void pmtu_read_cfg(struct pmtu_state *st, struct sp_pmtu_cfg *c);
 
 __u32 pmtu_route_mtu(int family, const __u32 *dst);
+bool pmtu_dst_is_local(int family, const __u32 *dst);
 /* 1: sent, watch p->fd; 0: could not leave (bigger than our link), a loss; -1: error. */
 int pmtu_probe_send(struct pmtu_state *st, struct pmtu_probe *p, int method, int family,
 		    const __u32 *dst, __u16 dport, __u32 mtu);

@@ -359,7 +359,7 @@ static bool begin(struct pmtu_state *st, struct pmtu_search *s, const struct sp_
 	s->ceil_mtu = pmtu_route_ceiling(st, &s->ev.key, s->ev.key.family, s->ev.dst);
 	if (!s->ceil_mtu)
 		return false;
-	if (s->ceil_mtu <= s->floor_mtu) {
+	if (s->ceil_mtu <= s->floor_mtu || pmtu_dst_is_local(s->ev.key.family, s->ev.dst)) {
 		/* Nothing to search above our own route's MTU: the kernel uses it already. */
 		save(s, SP_PM_S_SEARCHED, s->ceil_mtu, 0, 0);
 		return false;

@@ -682,3 +682,19 @@ t_pmtu_path_shrinks_below_low() {
 	[ "$low" -le 1300 ] && [ "$low" -gt 1292 ] || fail "MTU $low after the path shrank to 1300"
 	awk "BEGIN { exit !($1 < 8) }" || fail "the stalled connection took $1 s"
 }
+
+# A connection to one of our own addresses (not 127/8): its route is lo's,
+# MTU 65536; it is recorded at that MTU without a probe (before: about 20
+# probes of up to 64 KB to ourselves).
+t_pmtu_own_address_not_probed() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	ip netns exec "$NS_S" "$TCPTOOL" server 5203 >/dev/null &
+	BG_PIDS+=($!); disown
+	sleep 0.3
+	in_cgroup ip netns exec "$NS_S" "$TCPTOOL" client 10.30.1.1 5203 1000 >/dev/null || fail "connection to ourselves"
+	pm_wait_state 10.30.1.1 searched || fail "not recorded: $(sp_json '.modules.pmtu | tostring')"
+	echo "$(sp_json '.modules.pmtu.destinations | tostring')"
+	assert_eq "$(pm_entry 10.30.1.1 probes)" 0 "probes to our own address"
+	assert_eq "$(pm_entry 10.30.1.1 low_mtu)" 65535 "MTU recorded for our own address"
+}
