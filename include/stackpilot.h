@@ -377,6 +377,9 @@ struct sp_meta {
 	__u32 nr_progs;
 	__u32 prog_ids[SP_MAX_PROGS];	/* for run counts and times */
 	char cgroup[256];
+	__u32 flags;		/* SP_META_* (src/persist.h): --persist, --dry-run */
+	__u32 pad;
+	char state_file[256];	/* this run's saved tunables, where `set --persist` writes */
 	/* How late the event loop served its periodic timers (run.c, every second). */
 	__u64 loop_delay_ns;		/* the largest lateness in the last second */
 	__u64 loop_delay_max_ns;	/* the largest since the run started */

@@ -85,34 +85,14 @@ __attribute__((constructor)) static void register_opts(void)
  */
 static int apply_mtu_probing(struct pmtu_state *st)
 {
-	char held[128];
-	pid_t pid;
-	int cur, err = 0;
-
 	if (st->mtu_probing_arg < 0) {
 		if (sp_sysctl_read(MTU_PROBING) == 0)
 			sp_log(SP_LOG_WARN, "pmtu: net.ipv4.tcp_mtu_probing is 0 here: the kernel "
 			       "never detects black holes itself; --mtu-probing 1 sets it for this run");
 		return 0;
 	}
-	sp_state_lock();
-	pid = sp_state_held("sysctl " MTU_PROBING " ", held, sizeof(held));
-	cur = sp_sysctl_read(MTU_PROBING);
-	if (pid)
-		err = sp_err("pmtu: --mtu-probing: the run with pid %d already set tcp_mtu_probing "
-			     "in this network namespace (%d now); only one run may", pid, cur);
-	else if (cur < 0)
-		err = sp_err("pmtu: cannot read net.ipv4.tcp_mtu_probing");
-	else if (sp_state_add("sysctl " MTU_PROBING " %d %d", cur, st->mtu_probing_arg))
-		err = -1;
-	else if ((err = sp_sysctl_write(MTU_PROBING, st->mtu_probing_arg))) {
-		sp_state_del("sysctl " MTU_PROBING " %d %d", cur, st->mtu_probing_arg);
-		err = sp_err("pmtu: setting tcp_mtu_probing: %s", strerror(-err));
-	} else {
-		st->saved_mtu_probing = cur;
-	}
-	sp_state_unlock();
-	return err;
+	return sp_sysctl_own(MTU_PROBING, st->mtu_probing_arg, &st->saved_mtu_probing,
+			     "pmtu: --mtu-probing");
 }
 
 /* ---- start / stop ------------------------------------------------------- */
@@ -125,8 +105,7 @@ static void stop(struct sp_run *run, void *inst)
 		return;
 	pmtu_search_stop(st);
 	pmtu_route_forget_all(st);
-	if (st->saved_mtu_probing >= 0 && !sp_sysctl_write(MTU_PROBING, st->saved_mtu_probing))
-		sp_state_del("sysctl " MTU_PROBING " %d %d", st->saved_mtu_probing, st->mtu_probing_arg);
+	sp_sysctl_release(MTU_PROBING, st->saved_mtu_probing, st->mtu_probing_arg);
 	if (st->skel)
 		sp_module_unpublish(run, st->skel->obj, &st->link);
 	pmtu_bpf__destroy(st->skel);
