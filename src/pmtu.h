@@ -76,7 +76,7 @@ void pmtu_probe_close(struct pmtu_probe *p);
 /* pmtu_route.c: host routes with a route MTU, marked RTPROT_STACKPILOT. */
 /* 0 added, 1 refrained (a route we did not make decides), or -errno. */
 int pmtu_route_set(struct pmtu_state *st, const struct sp_pmtu_key *key, int family,
-		   const __u32 *dst, __u32 mtu, __u32 under);
+		   const __u32 *dst, __u32 mtu);
 /* The MTU toward dst as if our route to it were not there (the kernel's otherwise). */
 __u32 pmtu_route_ceiling(struct pmtu_state *st, const struct sp_pmtu_key *key, int family,
 			 const __u32 *dst);

@@ -216,15 +216,16 @@ __u32 pmtu_route_ceiling(struct pmtu_state *st, const struct sp_pmtu_key *key, i
 	/* Below our route's MTU: the kernel learned less since (an ICMP), which holds. */
 	for (int i = 0; i < st->nr_routes; i++)
 		if (!memcmp(&st->routes[i].key, key, sizeof(*key)) && mtu >= st->routes[i].mtu)
-			return st->routes[i].under;
+			return st->routes[i].under ? st->routes[i].under : mtu;
 	return mtu;
 }
 
 int pmtu_route_set(struct pmtu_state *st, const struct sp_pmtu_key *key, int family,
-		   const __u32 *dst, __u32 mtu, __u32 under)
+		   const __u32 *dst, __u32 mtu)
 {
 	struct pmtu_route *r;
 	char a[INET6_ADDRSTRLEN], why[128];
+	__u32 under;
 	int err;
 
 	inet_ntop(family, dst, a, sizeof(a));
@@ -234,6 +235,9 @@ int pmtu_route_set(struct pmtu_state *st, const struct sp_pmtu_key *key, int fam
 	}
 	if (st->nr_routes == PMTU_MAX_ROUTES)
 		return -ENOSPC;
+	/* The ceiling of the next search, measured before our route is there
+	 * (callers forget our previous one first). */
+	under = pmtu_route_mtu(family, dst);
 	/* On disk before the change: a killed run's route is found and removed. */
 	if (sp_state_add("route %s", a))
 		return -EIO;

@@ -93,8 +93,7 @@ static void finish(struct pmtu_search *s)
 
 	pmtu_route_forget(s->st, &s->ev.key);
 	if (s->c.route && s->c.enforce && high) {
-		int err = pmtu_route_set(s->st, &s->ev.key, s->ev.key.family, s->ev.dst, s->low,
-					 s->ceil_mtu);
+		int err = pmtu_route_set(s->st, &s->ev.key, s->ev.key.family, s->ev.dst, s->low);
 
 		if (!err)
 			route_mtu = s->low;
