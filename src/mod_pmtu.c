@@ -88,7 +88,8 @@ static int apply_mtu_probing(struct pmtu_state *st)
 	if (st->mtu_probing_arg < 0) {
 		if (sp_sysctl_read(MTU_PROBING) == 0)
 			sp_log(SP_LOG_WARN, "pmtu: net.ipv4.tcp_mtu_probing is 0 here: the kernel "
-			       "never detects black holes itself; --mtu-probing 1 sets it for this run");
+			       "never detects black holes itself; --mtu-probing 1 (in a config file, "
+			       "mtu-probing = 1) sets it for this run");
 		return 0;
 	}
 	return sp_sysctl_own(MTU_PROBING, st->mtu_probing_arg, &st->saved_mtu_probing,
@@ -155,6 +156,7 @@ static const struct sp_counter counters[SP_PM_NR] = {
 	[SP_PM_ACCEPTS] = { "accepts", "passive opens seen" },
 	[SP_PM_ASKED] = { "searches_asked", "first connections to a destination not known: search asked" },
 	[SP_PM_WOULD_CLAMP] = { "would_clamp", "enforce=0: connections that would have started with a learned MSS" },
+	[SP_PM_ASKS_LIMITED] = { "asks_limited", "new destinations not asked for: more than searches_per_s (burst 64)" },
 };
 static const char *const states[] = { "learned", "suspect", "searched", "no_probe", "asked" };
 static const char *const methods[] = { "", "echo", "syn" };
