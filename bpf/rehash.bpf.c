@@ -314,10 +314,9 @@ static __always_inline void good_add(struct sp_rehash_dest *d, __u32 h, __u64 no
  * flows sharing a 100 Mbit/s path here start their episodes within one srtt
  * of each other no more often than two flows on separate paths (3-8 of ~100
  * vs 2-3 of ~20 episodes in 4 s), but each lost far more often per byte
- * (~2.7 vs ~0.3 episodes per MB). The pair's base is the lowest density a
- * flow to it showed (reset after SP_RH_GOOD_AGE_S without a confirmation);
- * a flow above DENS_FACTOR x base is on a path busier than the best one
- * known.
+ * (~2.7 vs ~0.3 episodes per MB). The pair's base is what its flows that
+ * were not high showed (reset after SP_RH_GOOD_AGE_S without one); a flow
+ * above DENS_FACTOR x base is on a path busier than the others.
  */
 #define DENS_EPS	4
 #define DENS_FACTOR	3
@@ -336,19 +335,26 @@ static __always_inline bool base_known(const struct sp_rehash_dest *d, __u64 now
 	return d->base && d->base_ns <= now && now - d->base_ns <= GOOD_AGE_NS;
 }
 
-/* True if dens is above the base; else dens sets or confirms the base. */
+/*
+ * True if dens is above DENS_FACTOR x the base; else dens moves the base
+ * towards itself, half way down, 1/8 up: a low quantile (about the fifth)
+ * of the measurements that are not high, not their minimum. A density from
+ * 4 episodes is noisy, and the lowest of many would make every other flow
+ * look high; a slow start's burst of losses must not hold the base up.
+ */
 static __always_inline bool dens_high(struct sp_rehash_dest *d, __u64 dens, __u64 now)
 {
 	__u64 base = d->base;
 
 	/* A base from the future (bpftool) or too old is replaced. */
-	if (!base_known(d, now) || dens < base) {
+	if (!base_known(d, now)) {
 		d->base = dens;
 		d->base_ns = now;
 		return false;
 	}
 	if (dens / DENS_FACTOR > base)
 		return true;
+	d->base = dens < base ? base / 2 + dens / 2 : base - base / 8 + dens / 8;
 	d->base_ns = now;
 	return false;
 }

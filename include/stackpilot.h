@@ -89,7 +89,7 @@ enum sp_rehash_ctr {
 	SP_RH_REUSE_EST,	/* reuse=1: new connections given a known-good txhash */
 	SP_RH_REUSE_REHASH,	/* reuse=1: rehashes to a known-good txhash instead of a random one */
 	SP_RH_GOOD_ADD,		/* reuse=1: txhashes recorded good by a closing connection */
-	SP_RH_GOOD_DROP,	/* reuse=1: txhashes dropped from the good list by a correlated loss */
+	SP_RH_GOOD_DROP,	/* txhashes taken off the good list: a flow found them congested */
 	SP_RH_DRY,		/* enforce=0: txhash writes decided but not done */
 	SP_RH_NR,
 };

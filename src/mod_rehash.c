@@ -88,7 +88,7 @@ static const struct sp_counter counters[SP_RH_NR] = {
 	[SP_RH_GOOD_ADD] = { "good_hash_added",
 			     "reuse=1: txhashes recorded good by a closing connection" },
 	[SP_RH_GOOD_DROP] = { "good_hash_dropped",
-			      "txhashes dropped from the good list by a correlated loss" },
+			      "txhashes taken off the good list: a flow found them congested" },
 	[SP_RH_DRY] = { "dry_run_skipped", "enforce=0: txhash writes decided but not done" },
 };
 

@@ -433,7 +433,7 @@ t_rehash_enforce_dry_run() {
 # all ones, full good list with future times, next past the end) cost at
 # most a decision: no good hash is taken from it, the base is learned anew
 # (a flow alone on path 1), and then two flows pinned to path 0 still
-# rehash under policy 2.
+# rehash under policy 2 (how often depends on that base: 1-30 times).
 t_rehash_dests_bpftool_values() {
 	rh_setup
 	rh_tables
@@ -444,7 +444,7 @@ t_rehash_dests_bpftool_values() {
 	local key="10 0 0 0 0xfd 1 0 0 0 0 0 0 0 0 0 0 0 0 0 1 0xfd 2 0 0 0 0 0 0 0 0 0 0 0 0 0 2"
 	local val=$(for i in $(seq 144); do printf '0xff '; done)
 	bpftool map update pinned "$PIN/rehash_dests" key $key value $val || fail "bpftool dests"
-	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5203 -t 2 >/dev/null || fail iperf3
+	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5203 -t 4 >/dev/null || fail iperf3
 	assert_eq "$(rh reuse_at_connect)" 0 "good hashes taken from a garbage list"
 	local base=$(bpftool -j map lookup pinned "$PIN/rehash_dests" key $key | jq -r '.formatted.value.base')
 	echo "base learned by a flow alone: $base episodes per GiB"
@@ -454,5 +454,7 @@ t_rehash_dests_bpftool_values() {
 	local d0=$(rh_decided)
 	rh_two_flows
 	echo "shared path: $(rh shared_episodes) judged shared, $(( $(rh_decided) - d0 )) rehashes"
-	assert_ge "$(( $(rh_decided) - d0 ))" 4 "policy 2 rehashes on a shared path after garbage"
+	# moved_ns from the future read as recent, or the all-ones base kept,
+	# would leave this at 0.
+	assert_ge "$(( $(rh_decided) - d0 ))" 1 "policy 2 rehashes on a shared path after garbage"
 }
