@@ -42,11 +42,11 @@
  *
  * Deciding with the siblings' view (policy, issue 11). A host sees all its
  * flows to a destination: per (source, destination) address pair,
- * rehash_dests keeps the last episode (time, socket, txhash), the lowest
- * loss density a flow showed, the time of the last policy move and a list of
+ * rehash_dests keeps the last episode (time, socket, txhash), the usual
+ * loss density of its flows, the time of the last policy move and a list of
  * good txhashes. policy 1 rehashes an episode that starts within one srtt of
  * a sibling's (a shared overflow; the issue's mechanism (a)); policy 2 one
- * whose flow loses more per byte than DENS_FACTOR x the pair's best, which
+ * whose flow loses more per byte than DENS_FACTOR x the pair's usual, which
  * is what tells a shared path from a lone one on drop-tail queues, where
  * one overflow hits one flow (measured, see density()). Under both, one
  * flow of the pair moves per SETTLE_RTTS, not all that lost. reuse (c):

@@ -112,7 +112,7 @@ enum sp_rehash_ctr {
 	X(ctx, probe_rtts, 1, 100, 16, SP_OOR_CLAMP, \
 	  "path memory: measure the new path for this many srtt (after one srtt of warm-up)") \
 	X(ctx, policy, 0, 2, 0, SP_OOR_CLAMP, \
-	  "which episodes rehash: 0 prob's coin; 1 losses within one srtt of a sibling's; 2 loss density over the pair's best") \
+	  "which episodes rehash: 0 prob's coin; 1 losses within one srtt of a sibling's; 2 loss density over the pair's usual") \
 	X(ctx, reuse, 0, 1, 0, SP_OOR_CLAMP, \
 	  "1: new flows and rehashes prefer txhashes recent flows to the same peer found good") \
 	X(ctx, enforce, 0, 1, 1, SP_OOR_CLAMP, \
@@ -165,7 +165,7 @@ struct sp_rehash_dest {
 	__u64 ep_ns;		/* start of the last loss episode of any flow */
 	__u64 ep_cookie;	/* ... whose socket cookie */
 	__u64 moved_ns;		/* last policy 1/2 rehash: "one of them, not both" */
-	__u64 base;		/* lowest loss density (episodes per GiB) a flow showed */
+	__u64 base;		/* usual loss density (episodes per GiB), see density() */
 	__u64 base_ns;		/* ... when last set or confirmed */
 	__u32 ep_hash;		/* ... and txhash at that episode */
 	__u32 next;		/* round robin over good[] */
