@@ -5,6 +5,9 @@
 # `make SANITIZE=1` builds the loader and its unit tests (test_unit) with
 # ASan + UBSan into build-san/ (BPF objects are the same); `make check` runs
 # the whole suite against that build.
+# `make` builds everything: rules above `all` (version.h) must not become the default.
+.DEFAULT_GOAL := all
+
 ifeq ($(SANITIZE),1)
 OUTPUT    ?= build-san
 else
@@ -154,8 +157,9 @@ $(OUTPUT)/man/%.8: docs/%.rst $(OUTPUT)/stackpilot
 	$(RST2MAN) --halt=warning --no-generator --no-datestamp $@.rst > $@.tmp && mv $@.tmp $@ && rm -f $@.rst $@.tun
 
 # `make install PREFIX=/usr/local DESTDIR=...`: the binary, the unit (with
-# this PREFIX's path in ExecStart), the route protocol name, man pages and
-# bash completion. systemd reads units from /usr/local/lib/systemd/system
+# this PREFIX's path in ExecStart), the example config (never over an
+# operator's: installed only when there is none, and uninstalled only while
+# unchanged), the route protocol name, man pages and bash completion. systemd reads units from /usr/local/lib/systemd/system
 # too; iproute2's configuration stays in /etc whatever the PREFIX.
 PREFIX      ?= /usr/local
 SBINDIR     ?= $(PREFIX)/sbin
@@ -167,13 +171,18 @@ install: $(OUTPUT)/stackpilot $(MAN_PAGES)
 	$(call msg,INSTALL,$(DESTDIR)$(PREFIX))
 	$(Q)install -D -m 0755 $(OUTPUT)/stackpilot $(DESTDIR)$(SBINDIR)/stackpilot
 	$(Q)install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man8
-	$(Q)sed 's|@SBINDIR@|$(SBINDIR)|g' dist/stackpilot.service.in > $(DESTDIR)$(UNITDIR)/stackpilot.service
+	$(Q)sed -e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
+		dist/stackpilot.service.in > $(DESTDIR)$(UNITDIR)/stackpilot.service
 	$(Q)chmod 0644 $(DESTDIR)$(UNITDIR)/stackpilot.service
 	$(Q)install -D -m 0644 dist/rt_protos.conf $(DESTDIR)$(SYSCONFDIR)/iproute2/rt_protos.d/stackpilot.conf
+	$(Q)test -e $(DESTDIR)$(SYSCONFDIR)/stackpilot/stackpilot.conf || \
+		install -D -m 0644 dist/stackpilot.conf $(DESTDIR)$(SYSCONFDIR)/stackpilot/stackpilot.conf
 	$(Q)install -m 0644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man8/
 	$(Q)install -D -m 0644 dist/stackpilot.bash $(DESTDIR)$(BASHCOMPDIR)/stackpilot
 
 uninstall:
+	$(Q)! cmp -s dist/stackpilot.conf $(DESTDIR)$(SYSCONFDIR)/stackpilot/stackpilot.conf || \
+		{ rm -f $(DESTDIR)$(SYSCONFDIR)/stackpilot/stackpilot.conf; rmdir $(DESTDIR)$(SYSCONFDIR)/stackpilot; }
 	$(Q)rm -f $(DESTDIR)$(SBINDIR)/stackpilot $(DESTDIR)$(UNITDIR)/stackpilot.service \
 		$(DESTDIR)$(SYSCONFDIR)/iproute2/rt_protos.d/stackpilot.conf \
 		$(patsubst docs/%.rst,$(DESTDIR)$(MANDIR)/man8/%.8,$(MAN_SRCS)) \

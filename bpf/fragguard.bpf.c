@@ -216,12 +216,16 @@ struct {
 	__type(value, struct fg_state);
 } fragguard_state SEC(".maps");
 
-/* Input interfaces the loader attached to: the kernel-drop counter's filter. */
+/*
+ * Input interfaces the loader attached to, and the cookie of their network
+ * namespace: the kernel-drop program's filter. Interface indexes repeat in
+ * every namespace, so the index alone counts other namespaces' drops.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SP_MAX_IFACES);
 	__type(key, __u32);
-	__type(value, __u8);
+	__type(value, __u64);
 } fragguard_ifs SEC(".maps");
 
 struct frag {
@@ -1257,6 +1261,7 @@ int BPF_PROG(sp_fragguard_drops, struct sk_buff *skb, void *location, enum skb_d
 	struct dgram_key k;
 	struct dgram *d;
 	__u32 iif, idx;
+	__u64 *netns;
 
 	if (reason == bpf_core_enum_value(enum skb_drop_reason, SKB_DROP_REASON_FRAG_REASM_TIMEOUT))
 		idx = SP_FG_K_TIMEOUT;
@@ -1268,14 +1273,29 @@ int BPF_PROG(sp_fragguard_drops, struct sk_buff *skb, void *location, enum skb_d
 		return 0;
 	/* Queued fragments have no dev; skb_iif is where they came in. */
 	iif = BPF_CORE_READ(skb, skb_iif);
-	if (!bpf_map_lookup_elem(&fragguard_ifs, &iif))
+	netns = bpf_map_lookup_elem(&fragguard_ifs, &iif);
+	if (!netns)
 		return 0;
-	sp_count(&fragguard_ctr, idx, 1);
-	if (idx == SP_FG_K_DUP || skb_key(skb, &k))
+	/*
+	 * A duplicate is dropped before it is queued: its dev is still the
+	 * device it came in on, and the device's namespace must be ours. Queued
+	 * fragments (expiry, reinit) share skb->dev with their rbnode, so the
+	 * namespace is unknown there: those drops count only when they match a
+	 * datagram this program tracks (same key, see below).
+	 */
+	if (idx == SP_FG_K_DUP) {
+		struct net_device *dev = BPF_CORE_READ(skb, dev);
+
+		if (dev && BPF_CORE_READ(dev, nd_net.net, net_cookie) == *netns)
+			sp_count(&fragguard_ctr, idx, 1);
+		return 0;
+	}
+	if (skb_key(skb, &k))
 		return 0;
 	d = bpf_map_lookup_elem(&fragguard_dgram, &k);
 	if (!d)
 		return 0;
+	sp_count(&fragguard_ctr, idx, 1);
 	/* A queue the kernel expires is at least ipfrag_time old: a younger
 	 * entry of the same key is a later datagram, not this one. */
 	if (idx == SP_FG_K_TIMEOUT) {

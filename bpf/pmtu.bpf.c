@@ -7,12 +7,19 @@
  *  TCP_CONNECT_CB  a destination with a known-good MTU: set TCP_MAXSEG to
  *                  it, before tcp_connect_init copies it into mss_clamp. Never
  *                  above what was shown to pass: a connection is never a probe.
+ *                  A destination not known: ask the loader (ring buffer) to
+ *                  search it now, before any stall, so that the next
+ *                  connection starts right even if this one never stalls
+ *                  where the client can see it (a download).
+ *  PASSIVE_ESTABLISHED_CB  the same ask for a server's clients: an accepted
+ *                  connection cannot be clamped, but a route MTU (route=1)
+ *                  rescues its stalled sends once the search has ended.
  *  RTT_CB          a connection that has delivered learn_kb since its last
  *                  RTO has proved its current MTU good.
- *  RTO_CB          an RTO after data was delivered, with full-size segments
- *                  out: a black hole suspect. Tell the loader (ring buffer),
- *                  which searches the path with DF probes that cost no
- *                  connection anything (src/mod_pmtu.c).
+ *  RTO_CB          an RTO with full-size segments out, at an MTU not known
+ *                  to pass: a black hole suspect. Tell the loader, which
+ *                  searches the path with DF probes that cost no connection
+ *                  anything (src/pmtu_search.c).
  */
 #include "common.bpf.h"
 
@@ -62,7 +69,7 @@ struct {
 } pmtu_sk SEC(".maps");
 
 struct cfg {
-	__u32 prefix4, prefix6, learn_bytes;
+	__u32 prefix4, prefix6, learn_bytes, enforce, search_new;
 	__u64 interval_ns;
 };
 
@@ -77,29 +84,47 @@ static __always_inline void read_cfg(struct cfg *c)
 	c->prefix6 = m.prefix6;
 	c->learn_bytes = m.learn_kb << 10;
 	c->interval_ns = (__u64)m.interval_s * 1000000000;
+	c->enforce = m.enforce;
+	c->search_new = m.search_new;
 }
 
-static __always_inline void make_key(struct bpf_sock_ops *skops, const struct cfg *c,
-				     struct sp_pmtu_key *k, __u32 *full)
+/*
+ * The key of the connection's destination, and its full address in full.
+ * An IPv4-mapped IPv6 socket (a dual-stack listener's IPv4 client) is IPv4
+ * on the wire: it gets the IPv4 key, header size and probes. Returns 1 for
+ * a loopback or IPv6 link-local destination: nothing to search there.
+ */
+static __always_inline int make_key(struct bpf_sock_ops *skops, const struct cfg *c,
+				    struct sp_pmtu_key *k, __u32 *full)
 {
-	__u32 bits = skops->family == AF_INET ? c->prefix4 : c->prefix6;
+	__u32 bits;
+	int local;
 
 	__builtin_memset(k, 0, sizeof(*k));
 	k->netns = bpf_get_netns_cookie(skops);
-	k->family = skops->family;
 	/* Load every field, then choose: the verifier refuses ctx loads through a
 	 * pointer, which is what clang makes of "family ? ip4 : ip6[0]". */
-	__u32 ip4 = skops->remote_ip4, a0 = skops->remote_ip6[0], a1 = skops->remote_ip6[1],
-	      a2 = skops->remote_ip6[2], a3 = skops->remote_ip6[3];
+	__u32 family = skops->family, ip4 = skops->remote_ip4, a0 = skops->remote_ip6[0],
+	      a1 = skops->remote_ip6[1], a2 = skops->remote_ip6[2], a3 = skops->remote_ip6[3];
 
 	barrier_var(ip4);
 	barrier_var(a0);
-	if (skops->family == AF_INET) {
+	if (family != AF_INET && !a0 && !a1 && a2 == bpf_htonl(0xffff)) {
+		family = AF_INET;
+		ip4 = a3;
+	}
+	k->family = family;
+	if (family == AF_INET) {
 		k->addr[0] = ip4;
+		local = (bpf_ntohl(ip4) >> 24) == 127;
 	} else {
 		k->addr[0] = a0; k->addr[1] = a1; k->addr[2] = a2; k->addr[3] = a3;
+		/* ::1, and link-local fe80::/10: a probe would need the scope. */
+		local = (!a0 && !a1 && !a2 && a3 == bpf_htonl(1)) ||
+			(a0 & bpf_htonl(0xffc00000)) == bpf_htonl(0xfe800000);
 	}
 	__builtin_memcpy(full, k->addr, 16);
+	bits = family == AF_INET ? c->prefix4 : c->prefix6;
 #pragma unroll
 	for (int i = 0; i < 4; i++) {
 		__u32 b = bits > 32 ? 32 : bits;
@@ -107,41 +132,96 @@ static __always_inline void make_key(struct bpf_sock_ops *skops, const struct cf
 		k->addr[i] &= b ? bpf_htonl(b == 32 ? 0xffffffff : ~(0xffffffffu >> b)) : 0;
 		bits -= b;
 	}
-}
-
-static __always_inline __u32 ip_hdr_len(const struct bpf_sock_ops *skops)
-{
-	return skops->family == AF_INET ? 20 : 40;
+	return local;
 }
 
 /* The MTU a connection's full-size segments use: payload + TCP header with options + IP. */
-static __always_inline __u32 conn_mtu(struct bpf_sock_ops *skops)
+static __always_inline __u32 conn_mtu(struct bpf_sock_ops *skops, __u32 family)
 {
 	struct bpf_sock *bsk = skops->sk;
 	struct tcp_sock *tp;
 
 	if (!bsk || !(tp = bpf_skc_to_tcp_sock(bsk)))
 		return 0;
-	return skops->mss_cache + tp->tcp_header_len + ip_hdr_len(skops);
+	return skops->mss_cache + tp->tcp_header_len + (family == AF_INET ? 20 : 40);
 }
 
-static __always_inline void on_connect(struct bpf_sock_ops *skops)
+static __always_inline bool fresh(const struct sp_pmtu_entry *e, const struct cfg *c, __u64 now)
+{
+	return now - e->updated_ns <= c->interval_ns;
+}
+
+/*
+ * A destination with nothing known (no entry, an expired one, or one whose
+ * ask went unanswered for SP_PM_ASK_RETRY_NS): ask the loader to search it.
+ * The entry made here marks the ask, so the connections that follow to the
+ * same destination ask nothing until the search ends.
+ */
+static __always_inline void ask(struct bpf_sock_ops *skops, const struct cfg *c,
+				const struct sp_pmtu_key *k, const __u32 *full,
+				struct sp_pmtu_entry *e, __u64 now)
+{
+	struct sp_pmtu_entry placeholder = {};
+	struct sp_pmtu_event *ev;
+
+	if (!c->search_new)
+		return;
+	if (e) {
+		if (fresh(e, c, now) && (e->low || e->state != SP_PM_S_ASKED))
+			return;	/* known, or searched without an answer: wait for expiry */
+		if (now - e->asked_ns < SP_PM_ASK_RETRY_NS)
+			return;
+		/* Two CPUs may both pass here: the loader drops the duplicate. */
+		e->asked_ns = now;
+	} else {
+		placeholder.state = SP_PM_S_ASKED;
+		placeholder.updated_ns = now;
+		placeholder.asked_ns = now;
+		if (bpf_map_update_elem(&pmtu_dsts, k, &placeholder, BPF_NOEXIST))
+			return;	/* another connection made it first, and asked */
+	}
+	ev = bpf_ringbuf_reserve(&pmtu_events, sizeof(*ev), 0);
+	if (!ev) {
+		sp_count(&pmtu_ctr, SP_PM_EVENTS_LOST, 1);
+		return;
+	}
+	ev->key = *k;
+	__builtin_memcpy(ev->dst, full, 16);
+	ev->mtu = 0;
+	ev->dport = sp_remote_port(skops);
+	ev->kind = SP_PM_EV_NEW;
+	bpf_ringbuf_submit(ev, 0);
+	sp_count(&pmtu_ctr, SP_PM_ASKED, 1);
+}
+
+static __always_inline void on_connect(struct bpf_sock_ops *skops, bool passive)
 {
 	struct sp_pmtu_key k;
 	struct sp_pmtu_entry *e;
 	__u32 full[4];
 	struct cfg c;
+	__u64 now = bpf_ktime_get_ns();
 	int mss;
 
-	sp_count(&pmtu_ctr, SP_PM_CONNECTS, 1);
+	sp_count(&pmtu_ctr, passive ? SP_PM_ACCEPTS : SP_PM_CONNECTS, 1);
 	read_cfg(&c);
-	make_key(skops, &c, &k, full);
-	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
-	if (!e || !e->low || bpf_ktime_get_ns() - e->updated_ns > c.interval_ns)
+	if (make_key(skops, &c, &k, full))
 		return;
+	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
+	if (!e || !e->low || !fresh(e, &c, now))
+		ask(skops, &c, &k, full, e, now);
+	/* An expired low still clamps while its entry is searched again: it
+	 * passed, and starting above it is what may stall. After the handshake
+	 * TCP_MAXSEG changes nothing: for an accepted connection the ask was all. */
+	if (!e || !e->low || passive)
+		return;
+	if (!c.enforce) {
+		sp_count(&pmtu_ctr, SP_PM_WOULD_CLAMP, 1);
+		return;
+	}
 	/* IPv6 never below its minimum MTU, whatever the map says. */
-	mss = (skops->family == AF_INET ? (e->low < 576 ? 576 : e->low) - 40
-					: (e->low < 1280 ? 1280 : e->low) - 60);
+	mss = (k.family == AF_INET ? (e->low < 576 ? 576 : e->low) - 40
+				   : (e->low < 1280 ? 1280 : e->low) - 60);
 	if (!bpf_setsockopt(skops, SOL_TCP, TCP_MAXSEG, &mss, sizeof(mss))) {
 		__sync_fetch_and_add(&e->clamped, 1);
 		sp_count(&pmtu_ctr, SP_PM_CLAMPED, 1);
@@ -162,10 +242,10 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 	if (skops->bytes_acked - s->acked_at_rto < c.learn_bytes)
 		return;
 	s->learned = 1;
-	mtu = conn_mtu(skops);
+	make_key(skops, &c, &k, full);
+	mtu = conn_mtu(skops, k.family);
 	if (!mtu)
 		return;
-	make_key(skops, &c, &k, full);
 	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
 	if (!e) {
 		fresh.low = mtu;
@@ -176,6 +256,8 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 	}
 	if (mtu > e->low) {
 		e->low = mtu;
+		if (e->state == SP_PM_S_ASKED)
+			e->state = SP_PM_S_LEARNED;
 		/* It passed: whatever said it fails is out of date. */
 		if (e->high && e->high <= mtu)
 			e->high = 0;
@@ -188,13 +270,15 @@ static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *
 {
 	struct sp_pmtu_event *ev;
 	struct sp_pmtu_entry *e;
-	__u32 mtu = conn_mtu(skops);
 	struct cfg c;
+	__u32 mtu;
 
 	s->acked_at_rto = skops->bytes_acked;
-	/* A black hole passes the handshake and small segments, then eats the
-	 * full-size ones: data delivered before, full-size data out now. */
-	if (s->suspected || !skops->bytes_acked || !skops->packets_out || !mtu)
+	/* A black hole passes the handshake (this callback is armed once it is
+	 * done) and small segments, then eats the full-size ones: full-size data
+	 * out now. No data delivered yet is no alibi: a server's first flight
+	 * is full-size. */
+	if (s->suspected || !skops->packets_out)
 		return;
 	ev = bpf_ringbuf_reserve(&pmtu_events, sizeof(*ev), 0);
 	if (!ev) {
@@ -203,14 +287,19 @@ static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *
 	}
 	read_cfg(&c);
 	make_key(skops, &c, &ev->key, ev->dst);
+	mtu = conn_mtu(skops, ev->key.family);
 	e = bpf_map_lookup_elem(&pmtu_dsts, &ev->key);
-	if (e && e->low >= mtu) {	/* it is known to pass: congestion, not MTU */
+	/* Known to pass: congestion, not MTU. Searched and fresh: the search
+	 * has said all it can (and set the route, with route=1). */
+	if (!mtu || (e && (e->low >= mtu || (e->state == SP_PM_S_SEARCHED &&
+					     fresh(e, &c, bpf_ktime_get_ns()))))) {
 		bpf_ringbuf_discard(ev, 0);
 		return;
 	}
 	s->suspected = 1;
 	ev->mtu = mtu;
 	ev->dport = sp_remote_port(skops);
+	ev->kind = SP_PM_EV_STALL;
 	bpf_ringbuf_submit(ev, 0);
 	sp_count(&pmtu_ctr, SP_PM_SUSPECTS, 1);
 }
@@ -223,10 +312,12 @@ int sp_pmtu(struct bpf_sock_ops *skops)
 
 	switch (skops->op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
-		on_connect(skops);
+		on_connect(skops, false);
 		return 1;
-	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
+		on_connect(skops, true);
+		/* fall through */
+	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
 		if (bsk)
 			bpf_sk_storage_get(&pmtu_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
 		sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG | BPF_SOCK_OPS_RTT_CB_FLAG);

@@ -13,12 +13,12 @@ _stackpilot() {
 	local sp=${COMP_WORDS[0]} cmd=${COMP_WORDS[1]} words mnt
 	COMPREPLY=()
 	if [ "$COMP_CWORD" -eq 1 ]; then
-		COMPREPLY=($(compgen -W "run status get set tunables --help --version" -- "$cur"))
+		COMPREPLY=($(compgen -W "run status get set tunables check-config --help --version" -- "$cur"))
 		return
 	fi
 	case $prev in
-	--pin-path|--metrics-textfile) COMPREPLY=($(compgen -d -- "$cur")); return ;;
-	--btf) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+	--pin-path|--metrics-textfile|--state-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+	--btf|--config) COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	--iface) COMPREPLY=($(compgen -W "$(ls /sys/class/net 2>/dev/null)" -- "$cur")); return ;;
 	--log-level) COMPREPLY=($(compgen -W "error warn info debug" -- "$cur")); return ;;
 	--interval|--mtu-probing|--metrics-listen) return ;;
@@ -49,6 +49,7 @@ _stackpilot() {
 		COMPREPLY=($(compgen -S = -W "$("$sp" tunables 2>/dev/null | cut -f1)" -- "$cur"))
 		compopt -o nospace 2>/dev/null ;;
 	tunables) COMPREPLY=($(compgen -W "$(_stackpilot_modules "$sp")" -- "$cur")) ;;
+	check-config) COMPREPLY=($(compgen -f -- "$cur")) ;;
 	esac
 }
 complete -F _stackpilot stackpilot

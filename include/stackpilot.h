@@ -293,6 +293,9 @@ enum sp_pm_ctr {
 	SP_PM_LEARNED,		/* connections that proved an MTU good */
 	SP_PM_SUSPECTS,		/* RTOs that looked like a black hole */
 	SP_PM_EVENTS_LOST,	/* ring buffer full */
+	SP_PM_ACCEPTS,		/* passive opens seen */
+	SP_PM_ASKED,		/* searches asked at a first connection, before any stall */
+	SP_PM_WOULD_CLAMP,	/* enforce=0: connections that would have been clamped */
 	SP_PM_NR,
 };
 
@@ -301,7 +304,19 @@ enum sp_pm_state {
 	SP_PM_S_SUSPECT,	/* black hole suspected, search pending */
 	SP_PM_S_SEARCHED,	/* low/high from an out-of-band search */
 	SP_PM_S_NOPROBE,	/* probes get no answer: learning from connections only */
+	SP_PM_S_ASKED,		/* new destination, search asked before any stall */
 };
+
+/* How a destination answered the probes of its last search. */
+enum sp_pm_method {
+	SP_PM_M_NONE,		/* not searched yet, or nothing answered */
+	SP_PM_M_ECHO,		/* ICMP echo */
+	SP_PM_M_SYN,		/* TCP SYN to `port` */
+};
+
+/* A new destination whose search was asked is asked again after this when it
+ * is still unknown (the loader may have dropped the ask: queue full). */
+#define SP_PM_ASK_RETRY_NS	(5ULL * 1000000000)
 
 #define SP_PMTU_TUNABLES(X, ctx) \
 	X(ctx, prefix4, 0, 32, 32, SP_OOR_CLAMP, \
@@ -323,7 +338,17 @@ enum sp_pm_state {
 	X(ctx, base_mss, 500, 9000, 1024, SP_OOR_CLAMP, \
 	  "first probe size as an MSS, as tcp_base_mss") \
 	X(ctx, route, 0, 1, 0, SP_OOR_CLAMP, \
-	  "1: install a route MTU for searched destinations")
+	  "1: install a route MTU for searched destinations") \
+	X(ctx, enforce, 0, 1, 1, SP_OOR_CLAMP, \
+	  "1: clamp connections and install routes; 0: learn and report only") \
+	X(ctx, search_new, 0, 1, 1, SP_OOR_CLAMP, \
+	  "1: search a destination at its first connection; 0: only after a stall") \
+	X(ctx, searches_per_s, 1, 1000, 10, SP_OOR_CLAMP, \
+	  "searches started per second, at most (burst: as many)") \
+	X(ctx, max_searches, 1, 16, 4, SP_OOR_CLAMP, \
+	  "searches in flight at once, at most") \
+	X(ctx, probes_per_s, 1, 10000, 100, SP_OOR_CLAMP, \
+	  "probes sent per second by all searches, at most (burst: as many)")
 
 struct sp_pmtu_cfg {
 	SP_PMTU_TUNABLES(SP_CFG_FIELD, _)
@@ -346,15 +371,26 @@ struct sp_pmtu_entry {
 	__u64 updated_ns;	/* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
 	__u32 clamped;		/* connections started with it */
 	__u32 route_mtu;	/* route installed by the loader, 0 if none */
+	/* Added in pmtu v2 (appended: the fields above keep their offsets). */
+	__u64 asked_ns;		/* last search asked by a connection (0: never) */
+	__u32 method;		/* enum sp_pm_method: what answered the last search */
+	__u32 port;		/* TCP port the SYN probes were answered on */
+	__u32 probe_bytes;	/* IP bytes of the probes sent for it */
+	__u32 pad;
 };
 
-/* Ring buffer event: an RTO that looks like a black hole on this path. */
+enum sp_pm_event_kind {
+	SP_PM_EV_STALL,		/* an RTO that looks like a black hole on this path */
+	SP_PM_EV_NEW,		/* a first connection to a destination not known */
+};
+
+/* Ring buffer event: a destination to search. */
 struct sp_pmtu_event {
 	struct sp_pmtu_key key;
 	__u32 dst[4];		/* the full address, for the probes */
-	__u32 mtu;		/* the connection's MTU when it stalled */
+	__u32 mtu;		/* the connection's MTU when it stalled (0: new) */
 	__u16 dport;		/* its remote port: TCP SYN probes go there */
-	__u16 pad;
+	__u16 kind;		/* enum sp_pm_event_kind */
 };
 
 /* ---- loader bookkeeping ------------------------------------------------- */
@@ -373,6 +409,12 @@ struct sp_meta {
 	__u32 nr_progs;
 	__u32 prog_ids[SP_MAX_PROGS];	/* for run counts and times */
 	char cgroup[256];
+	__u32 flags;		/* SP_META_* (src/persist.h): --persist, --dry-run */
+	__u32 pad;
+	char state_file[256];	/* this run's saved tunables, where `set --persist` writes */
+	/* How late the event loop served its periodic timers (run.c, every second). */
+	__u64 loop_delay_ns;		/* the largest lateness in the last second */
+	__u64 loop_delay_max_ns;	/* the largest since the run started */
 };
 
 #endif /* STACKPILOT_H */

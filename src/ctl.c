@@ -11,11 +11,54 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "sp.h"
+#include "config.h"
+#include "persist.h"
 
-/* status --prometheus; parse_common() sets it. */
+/* status --prometheus; set --persist (1) / --no-persist (-1). parse_common() sets them. */
 static bool want_prom;
+static int want_persist;
+static void usage_set(FILE *out);
 
-/* Shared option parsing: --pin-path and (status only) --json, --prometheus. */
+/* --cgroup PATH of a config run: its instance's pin folder below --pin-path. */
+static int with_cgroup(char *pin_dir, size_t len, const char *cgroup)
+{
+	char name[256];
+	size_t l = strlen(pin_dir);
+
+	if (!cgroup)
+		return 0;
+	if (sp_cgroup_arg_name(cgroup, name, sizeof(name)))
+		return -1;
+	if (snprintf(pin_dir + l, len - l, "/%s", name) >= (int)(len - l))
+		return sp_err("--cgroup %s: pin folder name too long", cgroup);
+	return 0;
+}
+
+/*
+ * get/set without --cgroup on a config run whose module m runs per cgroup:
+ * say which to pick. 0 when there is nothing to pick from.
+ */
+static int pick_cgroup(const char *pin_dir, const struct sp_module *m)
+{
+	char names[SP_MAX_CGROUPS][256], list[512] = "", path[512];
+	int n = sp_instances(pin_dir, names, SP_MAX_CGROUPS);
+	size_t l = 0;
+
+	if (!n || (m && !sp_pin_path(path, sizeof(path), pin_dir, m->cfg_map) && !access(path, F_OK)))
+		return 0;
+	for (int i = 0; i < n && l < sizeof(list); i++) {
+		char dir[600];
+		struct sp_meta meta;
+
+		if (!sp_pin_path(dir, sizeof(dir), pin_dir, names[i]) && !sp_status_read_meta(dir, &meta))
+			l += snprintf(list + l, sizeof(list) - l, "%s%.*s", i ? ", " : "",
+				      (int)sizeof(meta.cgroup), meta.cgroup);
+	}
+	return sp_err("%s runs %s%sper cgroup: pick one with --cgroup PATH (%s)", pin_dir,
+		      m ? m->name : "", m ? " " : "its modules ", list);
+}
+
+/* Shared option parsing: --pin-path, --cgroup and (status only) --json, --prometheus. */
 static int parse_common(int argc, char **argv, char *pin_dir, size_t len,
 			bool *json, void (*usage)(FILE *))
 {
@@ -23,9 +66,13 @@ static int parse_common(int argc, char **argv, char *pin_dir, size_t len,
 		{ "pin-path", required_argument, NULL, 'p' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "prometheus", no_argument, NULL, 'P' },
+		{ "persist", no_argument, NULL, 'S' },
+		{ "no-persist", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "cgroup", required_argument, NULL, 'c' },
 		{},
 	};
+	const char *cgroup = NULL;
 	int opt;
 
 	snprintf(pin_dir, len, "%s", SP_PIN_DEFAULT);
@@ -47,11 +94,17 @@ static int parse_common(int argc, char **argv, char *pin_dir, size_t len,
 				return sp_fail(2, "--prometheus is only for status");
 			want_prom = true;
 			break;
+		case 'c': cgroup = optarg; break;
+		case 'S': case 'N':
+			if (usage != usage_set)
+				return sp_fail(2, "--persist and --no-persist are only for set");
+			want_persist = opt == 'S' ? 1 : -1;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	return -1;	/* go on */
+	return with_cgroup(pin_dir, len, cgroup) ? 2 : -1;	/* -1: go on */
 }
 
 int sp_status_read_meta(const char *pin_dir, struct sp_meta *meta)
@@ -144,17 +197,17 @@ static void module_json(const char *pin_dir, const struct sp_module *m, struct s
 /* The version of the JSON layout: raised when a member changes meaning or goes. */
 #define SP_STATUS_SCHEMA 1
 
-static void status_json(const char *pin_dir, const struct sp_meta *meta, bool alive,
-			unsigned long long up, struct sp_report *rep)
+static void status_json(struct sp_json *jp, const char *pin_dir, const struct sp_meta *meta,
+			bool alive, unsigned long long up, struct sp_report *rep)
 {
-	struct sp_json j;
-
-	sp_json_init(&j, stdout);
+#define j (*jp)
 	sp_json_begin_object(&j);
 	sp_json_key(&j, "schema"), sp_json_u64(&j, SP_STATUS_SCHEMA);
 	sp_json_key(&j, "pid"), sp_json_u64(&j, meta->pid);
 	sp_json_key(&j, "alive"), sp_json_bool(&j, alive);
 	sp_json_key(&j, "uptime_s"), sp_json_u64(&j, up);
+	sp_json_key(&j, "loop_delay_us"), sp_json_u64(&j, meta->loop_delay_ns / 1000);
+	sp_json_key(&j, "loop_delay_max_us"), sp_json_u64(&j, meta->loop_delay_max_ns / 1000);
 	sp_json_key(&j, "pin_path"), sp_json_str(&j, pin_dir);
 	sp_json_key(&j, "cgroup"), sp_json_strn(&j, meta->cgroup, sizeof(meta->cgroup));
 	sp_json_key(&j, "ifaces");
@@ -173,11 +226,12 @@ static void status_json(const char *pin_dir, const struct sp_meta *meta, bool al
 			module_json(pin_dir, sp_modules[i], &j, rep);
 	sp_json_end_object(&j);
 	sp_report_reset(rep);
+	sp_persist_report(pin_dir, meta, rep);
 	sp_targets_report(pin_dir, rep);
 	sp_status_progs(meta, rep);
 	sp_report_json(rep, &j);
 	sp_json_end_object(&j);
-	putchar('\n');
+#undef j
 }
 
 static void status_text(const char *pin_dir, const struct sp_meta *meta, bool alive,
@@ -185,6 +239,8 @@ static void status_text(const char *pin_dir, const struct sp_meta *meta, bool al
 {
 	printf("stackpilot pid %u%s, up %llu s, pins %s\n", meta->pid,
 	       alive ? "" : " (not running: stale pins)", up, pin_dir);
+	printf("event loop late by at most %.1f ms in the last second, %.1f ms since start\n",
+	       meta->loop_delay_ns / 1e6, meta->loop_delay_max_ns / 1e6);
 	if (meta->cgroup[0])
 		printf("cgroup %.*s\n", (int)sizeof(meta->cgroup), meta->cgroup);
 	for (__u32 i = 0; i < meta->nr_ifaces && i < SP_MAX_IFACES; i++) {
@@ -203,6 +259,7 @@ static void status_text(const char *pin_dir, const struct sp_meta *meta, bool al
 		sp_report_text(rep, stdout, "  ");
 	}
 	sp_report_reset(rep);
+	sp_persist_report(pin_dir, meta, rep);
 	sp_targets_report(pin_dir, rep);
 	sp_status_progs(meta, rep);
 	sp_report_text(rep, stdout, "");
@@ -211,20 +268,41 @@ static void status_text(const char *pin_dir, const struct sp_meta *meta, bool al
 static void usage_status(FILE *out)
 {
 	fprintf(out,
-"Usage: stackpilot status [--json | --prometheus] [--pin-path DIR]\n"
+"Usage: stackpilot status [--json | --prometheus] [--pin-path DIR] [--cgroup PATH]\n"
 "What the running stackpilot attached where, each module's counters, and each\n"
 "program's run count and average run time (kernel BPF stats, enabled by `run`).\n"
-"--prometheus: the same as Prometheus text exposition (README, Metrics).\n");
+"--prometheus: the same as Prometheus text exposition (README, Metrics).\n"
+"A config run (run --config) has one instance per cgroup: all are shown, or the\n"
+"one of --cgroup PATH (as written in the file).\n");
+}
+
+/* One instance's status; 0, or 1 when its meta cannot be read. */
+static int status_one(const char *pin_dir, struct sp_json *j, struct sp_report *rep)
+{
+	struct sp_meta meta;
+	struct timespec ts;
+	unsigned long long up;
+	bool alive;
+
+	if (sp_status_read_meta(pin_dir, &meta))
+		return 1;
+	alive = !kill(meta.pid, 0);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	up = ts.tv_sec - meta.started_ns / 1000000000ULL;
+	if (j)
+		status_json(j, pin_dir, &meta, alive, up, rep);
+	else
+		status_text(pin_dir, &meta, alive, up, rep);
+	return 0;
 }
 
 int cmd_status(int argc, char **argv)
 {
-	char pin_dir[256];
-	struct sp_meta meta;
+	char pin_dir[256], names[SP_MAX_CGROUPS][256], dir[600];
 	struct sp_report *rep;
-	unsigned long long up;
-	bool json = false, alive;
-	int rc = parse_common(argc, argv, pin_dir, sizeof(pin_dir), &json, usage_status);
+	struct sp_json j;
+	bool json = false;
+	int rc = parse_common(argc, argv, pin_dir, sizeof(pin_dir), &json, usage_status), n;
 
 	if (rc >= 0)
 		return rc;
@@ -235,26 +313,42 @@ int cmd_status(int argc, char **argv)
 	if (want_prom)
 		return sp_prom_write(pin_dir, stdout);
 	sp_pin_errors = 0;
-	if (sp_status_read_meta(pin_dir, &meta))
-		return 1;
-	alive = !kill(meta.pid, 0);
-	{
-		struct timespec ts;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		up = ts.tv_sec - meta.started_ns / 1000000000ULL;
-	}
 	/* A report holds top-N tables: too big for the stack of a status every interval. */
 	rep = malloc(sizeof(*rep));
 	if (!rep)
 		return sp_fail(1, "status: %s", strerror(ENOMEM));
+	sp_json_init(&j, stdout);
+	/* A config run: its interfaces' instance (if any) and each cgroup's. */
+	n = sp_instances(pin_dir, names, SP_MAX_CGROUPS);
+	snprintf(dir, sizeof(dir), "%s/meta", pin_dir);
+	if (!n && access(dir, F_OK) && !access(pin_dir, F_OK)) {
+		free(rep);
+		return sp_fail(1, "%s: nothing attached (a `run --config` whose cgroups do not exist yet "
+			       "has no pins until one does)", pin_dir);
+	}
+	if (!n) {
+		rc = status_one(pin_dir, json ? &j : NULL, rep);
+	} else {
+		if (json) {
+			sp_json_begin_object(&j);
+			sp_json_key(&j, "schema"), sp_json_u64(&j, SP_STATUS_SCHEMA);
+			sp_json_key(&j, "pin_path"), sp_json_str(&j, pin_dir);
+			sp_json_key(&j, "instances");
+			sp_json_begin_array(&j);
+		}
+		rc = !access(dir, F_OK) && status_one(pin_dir, json ? &j : NULL, rep);
+		for (int i = 0; i < n; i++) {
+			rc |= sp_pin_path(dir, sizeof(dir), pin_dir, names[i]) ? 1 :
+			      status_one(dir, json ? &j : NULL, rep);
+		}
+		if (json)
+			sp_json_end_array(&j), sp_json_end_object(&j);
+	}
 	if (json)
-		status_json(pin_dir, &meta, alive, up, rep);
-	else
-		status_text(pin_dir, &meta, alive, up, rep);
+		putchar('\n');
 	free(rep);
 	/* Output stays well-formed, but a missing pin is a failure to report. */
-	return sp_pin_errors ? 1 : 0;
+	return rc || sp_pin_errors ? 1 : 0;
 }
 
 static void list_tunables(FILE *out)
@@ -271,7 +365,7 @@ static void list_tunables(FILE *out)
 static void usage_get(FILE *out)
 {
 	fprintf(out,
-"Usage: stackpilot get [--pin-path DIR] [KEY ...]\n"
+"Usage: stackpilot get [--pin-path DIR] [--cgroup PATH] [KEY ...]\n"
 "Print tunables of the running stackpilot (all of them without KEY).\n"
 "The BPF side clamps or ignores values outside the range shown.\n"
 "Tunables:\n");
@@ -281,9 +375,11 @@ static void usage_get(FILE *out)
 static void usage_set(FILE *out)
 {
 	fprintf(out,
-"Usage: stackpilot set [--pin-path DIR] KEY=VALUE ...\n"
+"Usage: stackpilot set [--pin-path DIR] [--cgroup PATH] [--persist | --no-persist]\n"
+"                      KEY=VALUE ...\n"
 "Change tunables of the running stackpilot; programs use the new value at once.\n"
-"All assignments are checked before any is written.\n"
+"All assignments are checked before any is written. --persist also saves them\n"
+"for the next run on the same cgroup (the default when the run has --persist).\n"
 "Tunables:\n");
 	list_tunables(out);
 }
@@ -312,6 +408,9 @@ int cmd_get(int argc, char **argv)
 	for (int i = optind; i < argc; i++)	/* validate all first */
 		if (!sp_tunable_find(argv[i], &m))
 			return 2;
+	for (int i = optind; i < argc; i++)
+		if (sp_tunable_find(argv[i], &m) && pick_cgroup(pin_dir, m))
+			return 2;
 	if (optind == argc) {	/* every tunable of every loaded module */
 		int shown = 0;
 
@@ -325,6 +424,8 @@ int cmd_get(int argc, char **argv)
 				if (get_one(pin_dir, sp_modules[i], &sp_modules[i]->tunables[j]))
 					return 1;
 		}
+		if (!shown && pick_cgroup(pin_dir, NULL))
+			return 2;
 		return shown ? 0 : sp_fail(1, "%s: no module's tunables (is `stackpilot run` active "
 					   "with this --pin-path?)", pin_dir);
 	}
@@ -350,7 +451,7 @@ int cmd_set(int argc, char **argv)
 	if (optind == argc)
 		return sp_fail(2, "set: expected KEY=VALUE (see: stackpilot set --help)");
 	for (int i = optind; i < argc; i++)
-		if (sp_parse_assignment(argv[i], &m, &t, &v))
+		if (sp_parse_assignment(argv[i], &m, &t, &v) || pick_cgroup(pin_dir, m))
 			return 2;
 	/*
 	 * Read every module's config before writing any, so an assignment to
@@ -368,6 +469,8 @@ int cmd_set(int argc, char **argv)
 	for (int i = 0; i < sp_nr_modules; i++)
 		if ((touched & (1u << i)) && sp_cfg_write(pin_dir, sp_modules[i], cfg[i]))
 			return 1;
+	if (sp_persist_set(pin_dir, want_persist, argv + optind, argc - optind))
+		return 1;
 	for (int i = optind; i < argc; i++) {
 		sp_parse_assignment(argv[i], &m, &t, &v);
 		printf("%s.%s=%u\n", m->name, t->name, v);

@@ -61,8 +61,15 @@ int sp_private_dir(const char *path, bool create)
  */
 #define SP_LOCK_DIR "/run/stackpilot"
 
-static char held[1 + SP_MAX_IFACES][80];
+/* Every lock this process holds, by the run it is for (a config run has many). */
+#define MAX_HELD (SP_MAX_CGROUPS + 2 * SP_MAX_IFACES)
+static struct {
+	char path[80];
+	int fd;
+	const struct sp_run *run;
+} held[MAX_HELD];
 static int nr_held;
+static bool atexit_set;
 
 /*
  * At exit, while the locks are still held, remove their files: a run
@@ -71,12 +78,26 @@ static int nr_held;
 static void unlink_held(void)
 {
 	for (int i = 0; i < nr_held; i++)
-		unlink(held[i]);
+		unlink(held[i].path);
 }
 
-static int lock_target(const char *name, const char *what)
+/* A config run detaching one cgroup: its lock goes now, not at exit. */
+void sp_unlock_targets(const struct sp_run *run)
 {
-	char path[sizeof(held[0])], pid[16] = "";
+	for (int i = 0; i < nr_held;) {
+		if (held[i].run != run) {
+			i++;
+			continue;
+		}
+		unlink(held[i].path);
+		close(held[i].fd);
+		held[i] = held[--nr_held];
+	}
+}
+
+static int lock_target(const struct sp_run *run, const char *name, const char *what)
+{
+	char path[sizeof(held[0].path)], pid[16] = "";
 	struct stat a, b;
 	int fd;
 
@@ -100,11 +121,14 @@ static int lock_target(const char *name, const char *what)
 			break;
 		close(fd);	/* its holder removed it as we opened it */
 	}
-	if (ftruncate(fd, 0) || dprintf(fd, "%d\n", (int)getpid()) < 0)
-		return close(fd), sp_err("cannot write lock %s: %s", path, strerror(errno));
-	if (!nr_held)
-		atexit(unlink_held);
-	snprintf(held[nr_held++], sizeof(held[0]), "%s", path);
+	if (nr_held == MAX_HELD || ftruncate(fd, 0) || dprintf(fd, "%d\n", (int)getpid()) < 0)
+		return close(fd), sp_err("cannot write lock %s: %s", path,
+					 nr_held == MAX_HELD ? "too many locks" : strerror(errno));
+	if (!atexit_set)
+		atexit(unlink_held), atexit_set = true;
+	snprintf(held[nr_held].path, sizeof(held[0].path), "%s", path);
+	held[nr_held].fd = fd;
+	held[nr_held++].run = run;
 	return 0;	/* fd stays open (and locked) until exit; O_CLOEXEC keeps it from children */
 }
 
@@ -118,7 +142,7 @@ static void sweep_stale(void)
 {
 	DIR *d = opendir(SP_LOCK_DIR);
 	struct dirent *e;
-	char path[sizeof(held[0]) + NAME_MAX];
+	char path[sizeof(held[0].path) + NAME_MAX];
 	struct stat a, b;
 	int fd;
 
@@ -160,17 +184,24 @@ int sp_lock_targets(struct sp_run *run)
 			return sp_err("cgroup %s: %s", run->cgroup, strerror(errno));
 		snprintf(name, sizeof(name), "cgroup-%llu.lock", (unsigned long long)st.st_ino);
 		snprintf(what, sizeof(what), "cgroup %s", run->cgroup);
-		if (lock_target(name, what))
+		if (lock_target(run, name, what))
 			return -1;
 	}
-	if (run->nr_ifaces && stat("/proc/self/ns/net", &ns))
-		return sp_err("/proc/self/ns/net: %s", strerror(errno));
+	if (run->nr_ifaces && stat("/proc/self/ns/net", &ns)) {
+		sp_err("/proc/self/ns/net: %s", strerror(errno));
+		goto fail;
+	}
 	for (int i = 0; i < run->nr_ifaces; i++) {
 		snprintf(name, sizeof(name), "iface-%llu-%d.lock", (unsigned long long)ns.st_ino,
 			 run->ifindex[i]);
 		snprintf(what, sizeof(what), "interface %s in this network namespace", run->ifname[i]);
-		if (lock_target(name, what))
-			return -1;
+		if (lock_target(run, name, what))
+			goto fail;
 	}
-	return sp_private_dir(run->pin_dir, true);
+	if (!sp_private_dir(run->pin_dir, true))
+		return 0;
+fail:
+	/* A config run goes on without this target: nothing of it stays held. */
+	sp_unlock_targets(run);
+	return -1;
 }

@@ -19,6 +19,7 @@ struct sp_watch {
 
 static int epfd = -1;
 static bool stop_requested;
+static unsigned long long delay_max_ns;	/* see sp_loop_delay_take() */
 
 int sp_loop_init(void)
 {
@@ -113,6 +114,38 @@ void sp_loop_stop(void)
 	stop_requested = true;
 }
 
+static unsigned long long ts_ns(const struct timespec *t)
+{
+	return t->tv_sec * 1000000000ULL + t->tv_nsec;
+}
+
+/*
+ * A periodic timer read n expiries and its next one is `left` away: the
+ * first of them came (n - 1) periods + (period - left) ago. One-shot timers
+ * cannot say (their remaining time is 0 once expired): the 100 ms tick,
+ * always there, is the probe.
+ */
+static void note_delay(int fd, uint64_t n)
+{
+	struct itimerspec its;
+	unsigned long long period, left, late;
+
+	if (timerfd_gettime(fd, &its) || !(period = ts_ns(&its.it_interval)) || !n)
+		return;
+	left = ts_ns(&its.it_value);
+	late = (n - 1) * period + (left < period ? period - left : 0);
+	if (late > delay_max_ns)
+		delay_max_ns = late;
+}
+
+unsigned long long sp_loop_delay_take(void)
+{
+	unsigned long long v = delay_max_ns;
+
+	delay_max_ns = 0;
+	return v;
+}
+
 int sp_loop_run(void)
 {
 	while (!stop_requested) {
@@ -131,6 +164,8 @@ int sp_loop_run(void)
 		w = ev.data.ptr;
 		if (w->timer && read(w->fd, &n, sizeof(n)) != sizeof(n))
 			continue;	/* disarmed since it became readable */
+		if (w->timer)
+			note_delay(w->fd, n);
 		w->fn(w->ctx);
 	}
 	return 0;

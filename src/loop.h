@@ -24,5 +24,10 @@ void sp_loop_unwatch(struct sp_watch *w);
 /* Dispatch until sp_loop_stop(); 0, or -1 when epoll itself fails. */
 int sp_loop_run(void);
 void sp_loop_stop(void);
+/*
+ * The largest lateness of a periodic timer's dispatch since the last call
+ * (ns), then starts over: how long other callbacks kept the loop busy.
+ */
+unsigned long long sp_loop_delay_take(void);
 
 #endif

@@ -42,6 +42,7 @@ struct fg_inst {
 	struct bpf_link *drops_link;
 	int tcx_fd[SP_MAX_IFACES];
 	bool hook_created[SP_MAX_IFACES], filter_attached[SP_MAX_IFACES];
+	__u64 netns;		/* cookie of the namespace the interfaces are in */
 };
 
 static void stop(struct sp_run *run, void *inst)
@@ -119,10 +120,12 @@ static int start(struct sp_run *run, void **inst)
 	struct fg_inst *in = calloc(1, sizeof(*in));
 	struct fragguard_bpf *skel;
 	int err, prog_fd;
-	__u8 one = 1;
 
 	if (!(*inst = in))
 		return sp_err("fragguard: %s", strerror(ENOMEM));
+	/* --iface names are looked up here: the interfaces are in our namespace. */
+	if (sp_netns_cookie(&in->netns))
+		return sp_err("fragguard: this namespace's cookie: %s", strerror(errno));
 	for (int i = 0; i < SP_MAX_IFACES; i++)
 		in->tcx_fd[i] = -1;
 	skel = in->skel = fragguard_bpf__open_opts(&oopts);
@@ -140,7 +143,7 @@ static int start(struct sp_run *run, void **inst)
 
 		if (attach_iface(run, in, i, prog_fd))
 			return -1;
-		bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_ifs), &ifx, &one, BPF_ANY);
+		bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_ifs), &ifx, &in->netns, BPF_ANY);
 	}
 	in->drops_link = bpf_program__attach(skel->progs.sp_fragguard_drops);
 	if (!in->drops_link)
@@ -168,11 +171,10 @@ static int iface_back(struct sp_run *run, void *inst, int i, int old_ifindex)
 {
 	struct fg_inst *in = inst;
 	__u32 ifx = run->ifindex[i];
-	__u8 one = 1;
 
 	if (!in->skel || attach_iface(run, in, i, bpf_program__fd(in->skel->progs.sp_fragguard)))
 		return -1;
-	bpf_map_update_elem(bpf_map__fd(in->skel->maps.fragguard_ifs), &ifx, &one, BPF_ANY);
+	bpf_map_update_elem(bpf_map__fd(in->skel->maps.fragguard_ifs), &ifx, &in->netns, BPF_ANY);
 	return 0;
 }
 

@@ -85,34 +85,14 @@ __attribute__((constructor)) static void register_opts(void)
  */
 static int apply_mtu_probing(struct pmtu_state *st)
 {
-	char held[128];
-	pid_t pid;
-	int cur, err = 0;
-
 	if (st->mtu_probing_arg < 0) {
 		if (sp_sysctl_read(MTU_PROBING) == 0)
 			sp_log(SP_LOG_WARN, "pmtu: net.ipv4.tcp_mtu_probing is 0 here: the kernel "
 			       "never detects black holes itself; --mtu-probing 1 sets it for this run");
 		return 0;
 	}
-	sp_state_lock();
-	pid = sp_state_held("sysctl " MTU_PROBING " ", held, sizeof(held));
-	cur = sp_sysctl_read(MTU_PROBING);
-	if (pid)
-		err = sp_err("pmtu: --mtu-probing: the run with pid %d already set tcp_mtu_probing "
-			     "in this network namespace (%d now); only one run may", pid, cur);
-	else if (cur < 0)
-		err = sp_err("pmtu: cannot read net.ipv4.tcp_mtu_probing");
-	else if (sp_state_add("sysctl " MTU_PROBING " %d %d", cur, st->mtu_probing_arg))
-		err = -1;
-	else if ((err = sp_sysctl_write(MTU_PROBING, st->mtu_probing_arg))) {
-		sp_state_del("sysctl " MTU_PROBING " %d %d", cur, st->mtu_probing_arg);
-		err = sp_err("pmtu: setting tcp_mtu_probing: %s", strerror(-err));
-	} else {
-		st->saved_mtu_probing = cur;
-	}
-	sp_state_unlock();
-	return err;
+	return sp_sysctl_own(MTU_PROBING, st->mtu_probing_arg, &st->saved_mtu_probing,
+			     "pmtu: --mtu-probing");
 }
 
 /* ---- start / stop ------------------------------------------------------- */
@@ -125,8 +105,7 @@ static void stop(struct sp_run *run, void *inst)
 		return;
 	pmtu_search_stop(st);
 	pmtu_route_forget_all(st);
-	if (st->saved_mtu_probing >= 0 && !sp_sysctl_write(MTU_PROBING, st->saved_mtu_probing))
-		sp_state_del("sysctl " MTU_PROBING " %d %d", st->saved_mtu_probing, st->mtu_probing_arg);
+	sp_sysctl_release(MTU_PROBING, st->saved_mtu_probing, st->mtu_probing_arg);
 	if (st->skel)
 		sp_module_unpublish(run, st->skel->obj, &st->link);
 	pmtu_bpf__destroy(st->skel);
@@ -172,20 +151,27 @@ static const struct sp_counter counters[SP_PM_NR] = {
 	[SP_PM_CLAMPED] = { "started_with_learned_mss", "connections started with a learned MSS" },
 	[SP_PM_LEARNED] = { "learned_from_connections", "connections that proved an MTU good" },
 	[SP_PM_SUSPECTS] = { "black_hole_suspects", "RTOs that looked like a black hole" },
-	[SP_PM_EVENTS_LOST] = { "events_lost", "suspects lost: ring buffer full" },
+	[SP_PM_EVENTS_LOST] = { "events_lost", "searches asked but lost: ring buffer full" },
+	[SP_PM_ACCEPTS] = { "accepts", "passive opens seen" },
+	[SP_PM_ASKED] = { "searches_asked", "first connections to a destination not known: search asked" },
+	[SP_PM_WOULD_CLAMP] = { "would_clamp", "enforce=0: connections that would have started with a learned MSS" },
 };
-static const char *const states[] = { "learned", "suspect", "searched", "no_probe" };
+static const char *const states[] = { "learned", "suspect", "searched", "no_probe", "asked" };
+static const char *const methods[] = { "", "echo", "syn" };
 
 static const struct sp_field dst_cols[] = {
 	{ "dst", SP_STRING, false, "", "destination (the prefix of its entry)" },
 	{ "low_mtu", SP_GAUGE, false, "bytes", "largest size known to pass" },
 	{ "high_mtu", SP_GAUGE, false, "bytes", "smallest size known not to pass; 0: none" },
 	{ "low_mss", SP_GAUGE, false, "bytes", "the MSS later connections start with" },
-	{ "state", SP_STRING, false, "", "learned, suspect, searched or no_probe" },
+	{ "state", SP_STRING, false, "", "learned, suspect, searched, no_probe or asked" },
 	{ "age_s", SP_GAUGE, true, "seconds", "since the entry last changed" },
 	{ "probes", SP_COUNTER, false, "", "probes sent to it" },
 	{ "clamped", SP_COUNTER, false, "", "connections started with its MSS" },
 	{ "route_mtu", SP_GAUGE, false, "bytes", "MTU of our route to it; 0: none" },
+	{ "method", SP_STRING, false, "", "what answered its last search: echo, syn or empty" },
+	{ "port", SP_GAUGE, false, "", "TCP port of the SYN probes that answered; 0: none" },
+	{ "probe_bytes", SP_COUNTER, false, "bytes", "IP bytes of the probes sent to it" },
 };
 
 static void report(const char *pin_dir, struct sp_report *rep)
@@ -216,11 +202,14 @@ static void report(const char *pin_dir, struct sp_report *rep)
 		row[1].i = e.low;
 		row[2].i = e.high;
 		row[3].i = e.low ? e.low - (v6 ? 60 : 40) : 0;
-		snprintf(row[4].s, sizeof(row[4].s), "%s", e.state < 4 ? states[e.state] : "?");
+		snprintf(row[4].s, sizeof(row[4].s), "%s", e.state < 5 ? states[e.state] : "?");
 		row[5].d = (now - e.updated_ns) / 1e9;
 		row[6].u = e.probes;
 		row[7].u = e.clamped;
 		row[8].i = e.route_mtu;
+		snprintf(row[9].s, sizeof(row[9].s), "%s", e.method < 3 ? methods[e.method] : "?");
+		row[10].i = e.port;
+		row[11].u = e.probe_bytes;
 	}
 	close(fd);
 }

@@ -175,6 +175,7 @@ static void top_insert(struct conn *top, int *n, const struct conn *c)
 	top[i] = *c;
 }
 
+/* Keys, or struct conns for qsort (the key is their first member). */
 static int by_dst(const void *a, const void *b)
 {
 	const struct sp_rehash_conn_key *x = a, *y = b;
@@ -239,6 +240,7 @@ static void report_conns(const char *pin_dir, struct sp_report *rep)
 
 	if (fd < 0)
 		return;
+	/* 4096 x 60 bytes for the merge; without them, empty tables. */
 	all = malloc(SP_RH_CONNS * sizeof(*all));
 	while (all && n < SP_RH_CONNS && !bpf_map_get_next_key(fd, prev, &next)) {
 		k = next;

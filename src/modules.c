@@ -7,6 +7,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "sp.h"
+#include "persist.h"
 
 /* Order is attach order, and the bit order of sp_meta.modules. */
 const struct sp_module *const sp_modules[] = {
@@ -107,13 +108,17 @@ int sp_parse_assignment(const char *arg, const struct sp_module **mod,
 	return 0;
 }
 
-int sp_cfg_write_defaults(const struct sp_module *m, int map_fd)
+/* A module's first config: the defaults, then what the run's cfg_init changes. */
+int sp_cfg_write_initial(struct sp_run *run, const struct sp_module *m, int map_fd)
 {
 	unsigned char cfg[256] = {};
 	__u32 zero = 0;
 
 	for (int i = 0; i < m->nr_tunables; i++)
 		memcpy(cfg + m->tunables[i].off, &m->tunables[i].def, sizeof(__u32));
+	/* Before the programs attach: no connection ever sees the defaults instead. */
+	if (run && run->cfg_init)
+		run->cfg_init(run, m, cfg);
 	if (bpf_map_update_elem(map_fd, &zero, cfg, BPF_ANY))
 		return sp_err("%s: writing default tunables: %s", m->name, strerror(errno));
 	return 0;
@@ -203,8 +208,9 @@ int sp_module_publish(struct sp_run *run, const struct sp_module *m,
 {
 	struct bpf_map *cfg = bpf_object__find_map_by_name(obj, m->cfg_map);
 
-	if (!cfg || sp_cfg_write_defaults(m, bpf_map__fd(cfg)) ||
-	    sp_pin_obj_maps(obj, run->pin_dir))
+	/* Then saved tunables, --dry-run and saved state, before the first packet. */
+	if (!cfg || sp_cfg_write_initial(run, m, bpf_map__fd(cfg)) ||
+	    sp_persist_apply(run, m, bpf_map__fd(cfg)) || sp_pin_obj_maps(obj, run->pin_dir))
 		return -1;
 	if (!sockops)
 		return 0;

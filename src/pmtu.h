@@ -14,6 +14,8 @@ struct ring_buffer;
 
 /* pmtu_probe.c: one DF probe in flight, never waited for here. */
 enum pmtu_method { PM_ECHO, PM_SYN };
+/* An entry's expiry asks for a search too (the loader's own kind of event). */
+enum { PMTU_EV_EXPIRED = SP_PM_EV_NEW + 1 };
 struct pmtu_probe {
 	int fd, family, method;
 	__u32 dst[4];
@@ -25,7 +27,7 @@ struct pmtu_probe {
 };
 
 #define PMTU_MAX_PENDING 64
-#define PMTU_MAX_SEARCHES 8
+#define PMTU_MAX_SEARCHES 16	/* the max_searches tunable's ceiling */
 #define PMTU_MAX_ROUTES 256
 #define PMTU_BUF 65536		/* a probe, or what a probe socket reads */
 
@@ -43,8 +45,11 @@ struct pmtu_state {
 	/* the search */
 	struct sp_pmtu_event pending[PMTU_MAX_PENDING];
 	int nr_pending;
-	struct sp_watch *rb_w, *expire_w;
+	struct sp_watch *rb_w, *expire_w, *kick_w;
 	struct pmtu_search *searches;	/* PMTU_MAX_SEARCHES of them */
+	/* Token buckets of searches_per_s and probes_per_s, full at start. */
+	double search_tokens, probe_tokens;
+	__u64 tokens_ns, dropped_logged_ns, netns_logged_ns;
 	/* routes we added, to remove on expiry and exit */
 	struct pmtu_route routes[PMTU_MAX_ROUTES];
 	int nr_routes;

@@ -1,15 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * pmtu search: each black-hole suspect from the ring buffer is searched with
- * DF probes by binary search between a known-good and a known-bad MTU, the
- * first step bounded by max_step_pct (Heffner's 2x), max_probes tries per
- * size (RFC 8899 MAX_PROBES), until high - low < threshold.
+ * pmtu search: each destination to search (a new destination, a black-hole
+ * suspect or an expired entry, from the ring buffer or the expiry timer) is
+ * searched with DF probes: the base size first (is it answered, and how),
+ * then the route's MTU (most paths are fine: two probes and done), then
+ * binary search between a known-good and a known-bad MTU, each step bounded
+ * by max_step_pct (Heffner's 2x), max_probes tries per size (RFC 8899
+ * MAX_PROBES), until high - low < threshold.
  *
  * A search is a state machine driven by the event loop: the probe in flight
  * is a socket and a timer there, so a destination that answers nothing (up
  * to 2 x max_probes x probe_timeout_ms before it is given up) never holds
- * up status, other modules' timers or a signal. One search at a time; the
- * others wait in `pending`.
+ * up status, other modules' timers or a signal. At most max_searches run at
+ * once, started at most searches_per_s, all sending at most probes_per_s
+ * (token buckets: a search out of tokens waits on its timer); the others
+ * wait in `pending`.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,16 +29,18 @@
 #define MAX_PENDING PMTU_MAX_PENDING
 #define MAX_SEARCHES PMTU_MAX_SEARCHES
 #define MAX_SENT 64	/* probes per search, whatever the tunables say */
+#define NS 1000000000ULL
 
 /* A slot of the instance's searches; its timer and probe socket carry it as ctx. */
 struct pmtu_search {
 	struct pmtu_state *st;
 	bool active;
 	bool bisect;		/* past the base size: the method is known */
+	bool throttled;		/* the timer waits for a probe token, not an answer */
 	struct sp_pmtu_event ev;
 	struct sp_pmtu_cfg c;
-	int method;
-	__u32 tries, sent, floor_mtu, ceil_mtu, low, high, size;
+	int method, tried;	/* tried: bit per method whose base probe went unanswered */
+	__u32 tries, sent, bytes, floor_mtu, ceil_mtu, low, high, size;
 	unsigned int timeout_ms;
 	struct pmtu_probe probe;
 	struct sp_watch *probe_w, *timer_w;
@@ -62,11 +69,19 @@ static void save(struct pmtu_search *s, __u8 state, __u32 low, __u32 high, __u32
 	bpf_map_lookup_elem(dsts_fd(s->st), &s->ev.key, &e);
 	e.state = state;
 	e.probes += s->sent;
+	e.probe_bytes += s->bytes;
 	e.updated_ns = pmtu_now_ns();
+	e.method = SP_PM_M_NONE;
+	e.port = 0;
 	if (state == SP_PM_S_SEARCHED) {
 		e.low = low;
 		e.high = high;
 		e.route_mtu = route_mtu;
+	}
+	if (state == SP_PM_S_SEARCHED && s->sent) {
+		/* What answered, so that the next search (at expiry) starts with it. */
+		e.method = s->method == PM_SYN ? SP_PM_M_SYN : SP_PM_M_ECHO;
+		e.port = s->method == PM_SYN ? s->ev.dport : 0;
 	}
 	bpf_map_update_elem(dsts_fd(s->st), &s->ev.key, &e, BPF_ANY);
 }
@@ -76,7 +91,7 @@ static void finish(struct pmtu_search *s)
 	__u32 high = s->high > s->ceil_mtu ? 0 : s->high, route_mtu = 0;
 
 	pmtu_route_forget(s->st, &s->ev.key);
-	if (s->c.route && high) {
+	if (s->c.route && s->c.enforce && high) {
 		int err = pmtu_route_set(s->st, &s->ev.key, s->ev.key.family, s->ev.dst, s->low);
 
 		if (!err)
@@ -85,13 +100,15 @@ static void finish(struct pmtu_search *s)
 			sp_log(SP_LOG_WARN, "pmtu: route mtu %u to %s: %s", s->low, s->a, strerror(-err));
 	}
 	save(s, SP_PM_S_SEARCHED, s->low, high, route_mtu);
-	sp_log(SP_LOG_INFO, "pmtu: %s: path MTU %u%s (%u probes%s)", s->a, s->low,
-	       high ? "" : ", as the route's", s->sent, route_mtu ? ", route MTU set" : "");
+	sp_log(SP_LOG_INFO, "pmtu: %s: path MTU %u%s (%u probes, %u bytes, by %s%s)", s->a, s->low,
+	       high ? "" : ", as the route's", s->sent, s->bytes,
+	       s->method == PM_SYN ? "TCP SYN" : "ICMP echo", route_mtu ? ", route MTU set" : "");
 	s->active = false;
 }
 
 static void give_up(struct pmtu_search *s)
 {
+	pmtu_route_forget(s->st, &s->ev.key);
 	save(s, SP_PM_S_NOPROBE, 0, 0, 0);
 	sp_log(SP_LOG_WARN, "pmtu: %s answers neither ICMP echo nor a TCP SYN to port %u at %u "
 	       "bytes: cannot probe it; learning from connections only (set tcp_mtu_probing=1)",
@@ -123,30 +140,47 @@ static bool advance(struct pmtu_search *s, bool answered)
 			unsigned int rtt4 = (pmtu_now_ns() - s->probe.t0) * 4 / 1000000;
 			struct sp_pmtu_entry e = {};
 
-			if (s->method == PM_SYN)
+			if (s->method == PM_SYN && (s->tried & 1 << PM_ECHO))
 				sp_log(SP_LOG_WARN, "pmtu: %s does not answer ICMP echo; probing it "
 				       "with TCP SYNs to port %u", s->a, s->ev.dport);
 			s->timeout_ms = rtt4 < 20 ? 20 : rtt4 > s->c.probe_timeout_ms ?
 							 s->c.probe_timeout_ms : rtt4;
 			bpf_map_lookup_elem(dsts_fd(s->st), &s->ev.key, &e);
-			s->low = e.low > s->floor_mtu ? e.low : s->floor_mtu;
+			s->low = e.low > s->floor_mtu && e.low <= s->ceil_mtu ? e.low : s->floor_mtu;
 			s->high = s->ceil_mtu + 1;
 			s->bisect = true;
+			/* Most paths carry their route's MTU: try it first, within the step bound. */
+			if (s->ceil_mtu > s->low &&
+			    s->ceil_mtu <= (__u64)s->low * s->c.max_step_pct / 100) {
+				s->size = s->ceil_mtu;
+				s->tries = 0;
+				return true;
+			}
 			return next_size(s);
 		}
 		if (s->tries < s->c.max_probes)
 			return true;
-		if (s->method == PM_ECHO && s->ev.dport) {
+		/* Unanswered: the other method, SYNs only where a port is known. */
+		s->tried |= 1 << s->method;
+		s->tries = 0;
+		if (!(s->tried & 1 << PM_SYN) && s->ev.dport) {
 			s->method = PM_SYN;
-			s->tries = 0;
+			return true;
+		}
+		if (!(s->tried & 1 << PM_ECHO)) {
+			s->method = PM_ECHO;
 			return true;
 		}
 		give_up(s);
 		return false;
 	}
+	/* The route's MTU is tried once: if that one loss was not the path's,
+	 * the bisection still ends within threshold of it, and a black hole
+	 * costs max_probes - 1 probes less (with the defaults and a 1500-byte
+	 * route: 20 probes at most, whatever the path). */
 	if (answered)
 		s->low = s->size;
-	else if (s->tries < s->c.max_probes)
+	else if (s->tries < (s->size == s->ceil_mtu ? 1 : s->c.max_probes))
 		return true;
 	else
 		s->high = s->size;
@@ -156,16 +190,54 @@ static bool advance(struct pmtu_search *s, bool answered)
 static void on_probe_answer(void *ctx);
 static void on_probe_timeout(void *ctx);
 
-/* Send probes until one is in flight or the search is over. */
+/* Refill the token buckets for the time since the last refill. */
+static void refill(struct pmtu_state *st, const struct sp_pmtu_cfg *c)
+{
+	__u64 now = pmtu_now_ns();
+	double dt = st->tokens_ns ? (now - st->tokens_ns) / 1e9 : 1e9;
+
+	st->tokens_ns = now;
+	st->search_tokens += dt * c->searches_per_s;
+	if (st->search_tokens > c->searches_per_s)
+		st->search_tokens = c->searches_per_s;
+	st->probe_tokens += dt * c->probes_per_s;
+	if (st->probe_tokens > c->probes_per_s)
+		st->probe_tokens = c->probes_per_s;
+}
+
+/* Milliseconds until a bucket at `tokens` has one whole token. */
+static unsigned int token_wait_ms(double tokens, __u32 rate)
+{
+	return (unsigned int)((1 - tokens) * 1000 / rate) + 1;
+}
+
+/* Send probes until one is in flight, the probe budget says wait, or the search is over. */
 static void launch(struct pmtu_search *s)
 {
-	while (s->active) {
-		int r = pmtu_probe_send(s->st, &s->probe, s->method, s->ev.key.family, s->ev.dst,
-					s->ev.dport, s->bisect ? s->size : s->floor_mtu);
+	struct pmtu_state *st = s->st;
 
-		s->sent++;
-		s->tries++;
+	while (s->active) {
+		__u32 size = s->bisect ? s->size : s->floor_mtu;
+		int r;
+
+		refill(st, &s->c);
+		if (st->probe_tokens < 1) {
+			s->throttled = true;
+			if (!sp_timer_arm(s->timer_w, token_wait_ms(st->probe_tokens,
+								    s->c.probes_per_s), 0))
+				return;
+			s->throttled = false;
+			errno = EIO;
+			r = -1;
+		} else {
+			st->probe_tokens -= 1;
+			r = pmtu_probe_send(st, &s->probe, s->method, s->ev.key.family, s->ev.dst,
+					    s->ev.dport, size);
+			s->sent++;
+			s->tries++;
+		}
 		if (r > 0) {
+			s->bytes += size;
 			s->probe_w = sp_loop_watch(s->probe.fd, on_probe_answer, s);
 			if (s->probe_w && !sp_timer_arm(s->timer_w, s->bisect ? s->timeout_ms
 								 : s->c.probe_timeout_ms, 0))
@@ -177,6 +249,8 @@ static void launch(struct pmtu_search *s)
 			sp_loop_unwatch(s->probe_w);
 			s->probe_w = NULL;
 			pmtu_probe_close(&s->probe);
+			/* Not asked for again at every connection until the entry expires. */
+			save(s, SP_PM_S_NOPROBE, 0, 0, 0);
 			s->active = false;
 			return;
 		}
@@ -184,45 +258,123 @@ static void launch(struct pmtu_search *s)
 	}
 }
 
-/* Start waiting searches while there is room; the slot keeps its timer. */
-static void kick(struct pmtu_state *st)
+/* Whether a search of ev's destination is (still) worth its probes. */
+static bool wanted(struct pmtu_state *st, const struct sp_pmtu_event *ev)
 {
-	for (int i = 0; i < MAX_SEARCHES && st->nr_pending; i++) {
-		struct pmtu_search *s = &st->searches[i];
-		struct sp_watch *timer_w = s->timer_w;
+	struct sp_pmtu_entry e;
+	struct sp_pmtu_cfg c;
 
-		if (s->active)
-			continue;
-		memset(s, 0, sizeof(*s));
-		s->st = st;
-		s->timer_w = timer_w;
-		s->probe.fd = -1;
-		s->ev = st->pending[0];
-		memmove(st->pending, st->pending + 1, --st->nr_pending * sizeof(st->pending[0]));
-		pmtu_read_cfg(st, &s->c);
-		inet_ntop(s->ev.key.family, s->ev.dst, s->a, sizeof(s->a));
-		if (s->ev.key.netns != st->netns) {
+	if (searching(st, &ev->key))
+		return false;
+	if (bpf_map_lookup_elem(dsts_fd(st), &ev->key, &e))
+		return true;
+	pmtu_read_cfg(st, &c);
+	if (pmtu_now_ns() - e.updated_ns > (__u64)c.interval_s * NS)
+		return true;
+	/* Searched: all a search can say is said (and the route set). No answer:
+	 * each try costs max_probes timeouts per method, not again before expiry. */
+	if (e.state == SP_PM_S_SEARCHED || e.state == SP_PM_S_NOPROBE)
+		return false;
+	/* A new destination a connection has proved meanwhile needs no probes;
+	 * a stall means what it proved is not enough. */
+	return ev->kind != SP_PM_EV_NEW || !e.low;
+}
+
+static const char *const why[] = {
+	[SP_PM_EV_STALL] = "black-hole suspect",
+	[SP_PM_EV_NEW] = "new destination",
+	[PMTU_EV_EXPIRED] = "entry expired",
+};
+
+/* Set slot s up for ev and send its first probe; false if there is nothing to search. */
+static bool begin(struct pmtu_state *st, struct pmtu_search *s, const struct sp_pmtu_event *ev)
+{
+	struct sp_watch *timer_w = s->timer_w;
+	struct sp_pmtu_entry e = {};
+
+	memset(s, 0, sizeof(*s));
+	s->st = st;
+	s->timer_w = timer_w;
+	s->probe.fd = -1;
+	s->ev = *ev;
+	pmtu_read_cfg(st, &s->c);
+	inet_ntop(s->ev.key.family, s->ev.dst, s->a, sizeof(s->a));
+	if (s->ev.key.netns != st->netns) {
+		__u64 now = pmtu_now_ns();
+
+		/* Each new destination of such a cgroup comes here: one line per 10 s,
+		 * and no_probe stops the asks until the entry expires. */
+		if (now - st->netns_logged_ns > 10 * NS) {
+			st->netns_logged_ns = now;
 			sp_log(SP_LOG_WARN, "pmtu: %s: connection in another network namespace; "
 			       "cannot probe from here (run stackpilot in that namespace)", s->a);
-			i--;	/* the slot is still free */
-			continue;
 		}
-		s->floor_mtu = s->c.base_mss + (s->ev.key.family == AF_INET ? 40 : 60);
-		if (s->ev.key.family == AF_INET6 && s->floor_mtu < 1280)
-			s->floor_mtu = 1280;	/* IPv6's minimum MTU always passes */
-		s->ceil_mtu = pmtu_route_mtu(s->ev.key.family, s->ev.dst);
-		if (!s->ceil_mtu || s->ceil_mtu <= s->floor_mtu) {
-			i--;
-			continue;
-		}
-		sp_log(SP_LOG_INFO, "pmtu: %s: black-hole suspect (port %u); searching its path MTU",
-		       s->a, s->ev.dport);
-		s->method = PM_ECHO;
-		s->active = true;
-		launch(s);
-		if (!s->active)
-			i--;	/* over before a probe left: the slot is free again */
+		save(s, SP_PM_S_NOPROBE, 0, 0, 0);
+		return false;
 	}
+	if (!wanted(st, ev))
+		return false;
+	s->floor_mtu = s->c.base_mss + (s->ev.key.family == AF_INET ? 40 : 60);
+	if (s->ev.key.family == AF_INET6 && s->floor_mtu < 1280)
+		s->floor_mtu = 1280;	/* IPv6's minimum MTU always passes */
+	s->ceil_mtu = pmtu_route_mtu(s->ev.key.family, s->ev.dst);
+	if (!s->ceil_mtu)
+		return false;
+	if (s->ceil_mtu <= s->floor_mtu) {
+		/* Nothing to search above our own route's MTU: the kernel uses it already. */
+		save(s, SP_PM_S_SEARCHED, s->ceil_mtu, 0, 0);
+		return false;
+	}
+	/* Start with what answered last time: where echo is filtered, an
+	 * expiry's search would otherwise spend max_probes timeouts on it. */
+	s->method = PM_ECHO;
+	bpf_map_lookup_elem(dsts_fd(st), &s->ev.key, &e);
+	if (e.method == SP_PM_M_SYN && e.port) {
+		s->method = PM_SYN;
+		s->ev.dport = e.port;
+	}
+	sp_log(SP_LOG_INFO, "pmtu: %s: %s (port %u); searching its path MTU%s", s->a,
+	       why[ev->kind <= PMTU_EV_EXPIRED ? ev->kind : 0], s->ev.dport,
+	       s->method == PM_SYN ? " with TCP SYNs, which answered its last search" : "");
+	s->active = true;
+	launch(s);
+	return true;
+}
+
+/* Start waiting searches while there is room and a search token. */
+static void kick(struct pmtu_state *st)
+{
+	struct sp_pmtu_cfg c;
+
+	pmtu_read_cfg(st, &c);
+	while (st->nr_pending) {
+		struct pmtu_search *free_slot = NULL;
+		struct sp_pmtu_event ev;
+		__u32 active = 0;
+
+		for (int i = 0; i < MAX_SEARCHES; i++) {
+			if (st->searches[i].active)
+				active++;
+			else if (!free_slot)
+				free_slot = &st->searches[i];
+		}
+		if (!free_slot || active >= c.max_searches)
+			return;	/* a search's end kicks again */
+		refill(st, &c);
+		if (st->search_tokens < 1) {
+			sp_timer_arm(st->kick_w, token_wait_ms(st->search_tokens, c.searches_per_s), 0);
+			return;
+		}
+		ev = st->pending[0];
+		memmove(st->pending, st->pending + 1, --st->nr_pending * sizeof(st->pending[0]));
+		if (begin(st, free_slot, &ev))
+			st->search_tokens -= 1;
+	}
+}
+
+static void on_kick(void *ctx)
+{
+	kick(ctx);
 }
 
 static void probe_done(struct pmtu_search *s, bool answered)
@@ -246,33 +398,43 @@ static void on_probe_answer(void *ctx)
 
 static void on_probe_timeout(void *ctx)
 {
-	probe_done(ctx, false);
+	struct pmtu_search *s = ctx;
+
+	if (!s->throttled) {
+		probe_done(s, false);
+		return;
+	}
+	s->throttled = false;
+	launch(s);
+	kick(s->st);
+}
+
+/* Queue a search of ev's destination unless it is searched, queued or not worth it. */
+static void enqueue(struct pmtu_state *st, const struct sp_pmtu_event *ev)
+{
+	__u64 now = pmtu_now_ns();
+
+	if (!wanted(st, ev))
+		return;
+	for (int i = 0; i < st->nr_pending; i++)
+		if (!memcmp(&st->pending[i].key, &ev->key, sizeof(ev->key)))
+			return;
+	if (st->nr_pending < MAX_PENDING) {
+		st->pending[st->nr_pending++] = *ev;
+		return;
+	}
+	/* The BPF side asks again (SP_PM_ASK_RETRY_NS) while nothing is known. */
+	if (now - st->dropped_logged_ns > 10 * NS) {
+		st->dropped_logged_ns = now;
+		sp_log(SP_LOG_WARN, "pmtu: %d searches waiting; further ones are dropped "
+		       "(logged once per 10 s)", MAX_PENDING);
+	}
 }
 
 static int on_event(void *ctx, void *data, size_t len)
 {
-	struct pmtu_state *st = ctx;
-	const struct sp_pmtu_event *ev = data;
-	struct sp_pmtu_entry e;
-	struct sp_pmtu_cfg c;
-
-	if (len < sizeof(*ev))
-		return 0;
-	/* A destination that answered no probe is not tried again before it
-	 * expires: each try costs max_probes timeouts per method. */
-	pmtu_read_cfg(st, &c);
-	if (!bpf_map_lookup_elem(dsts_fd(st), &ev->key, &e) && e.state == SP_PM_S_NOPROBE &&
-	    pmtu_now_ns() - e.updated_ns < (__u64)c.interval_s * 1000000000ULL)
-		return 0;
-	if (searching(st, &ev->key))
-		return 0;
-	for (int i = 0; i < st->nr_pending; i++)
-		if (!memcmp(&st->pending[i].key, &ev->key, sizeof(ev->key)))
-			return 0;
-	if (st->nr_pending < MAX_PENDING)
-		st->pending[st->nr_pending++] = *ev;
-	else
-		sp_log(SP_LOG_WARN, "pmtu: %d searches waiting; a suspect is dropped", MAX_PENDING);
+	if (len >= sizeof(struct sp_pmtu_event))
+		enqueue(ctx, data);
 	return 0;
 }
 
@@ -301,16 +463,18 @@ static void on_expire(void *ctx)
 		k = next;
 		prev = &k;
 		if (bpf_map_lookup_elem(fd, &k, &e) ||
-		    now - e.updated_ns <= (__u64)c.interval_s * 1000000000ULL || searching(st, &k))
+		    now - e.updated_ns <= (__u64)c.interval_s * NS || searching(st, &k))
 			continue;
-		pmtu_route_forget(st, &k);
 		if (e.state == SP_PM_S_SEARCHED && k.netns == st->netns && st->nr_pending < MAX_PENDING &&
 		    (k.family == AF_INET ? c.prefix4 == 32 : c.prefix6 == 128)) {
-			struct sp_pmtu_event ev = { .key = k };
+			struct sp_pmtu_event ev = { .key = k, .kind = PMTU_EV_EXPIRED };
 
+			/* The route stays until the new search replaces it (finish,
+			 * give_up): connections stalled meanwhile are still rescued. */
 			memcpy(ev.dst, k.addr, sizeof(ev.dst));
-			st->pending[st->nr_pending++] = ev;
+			enqueue(st, &ev);
 		} else {
+			pmtu_route_forget(st, &k);
 			bpf_map_delete_elem(fd, &k);
 		}
 	}
@@ -331,7 +495,8 @@ int pmtu_search_start(struct pmtu_state *st)
 		return sp_err("pmtu: ring buffer: %s", strerror(errno));
 	st->rb_w = sp_loop_watch(ring_buffer__epoll_fd(st->rb), on_ring, st);
 	st->expire_w = sp_loop_timer(on_expire, st);
-	if (!st->rb_w || !st->expire_w || sp_timer_arm(st->expire_w, 1000, 1000))
+	st->kick_w = sp_loop_timer(on_kick, st);
+	if (!st->rb_w || !st->expire_w || !st->kick_w || sp_timer_arm(st->expire_w, 1000, 1000))
 		return sp_err("pmtu: registering with the event loop failed");
 	for (int i = 0; i < MAX_SEARCHES; i++) {
 		st->searches[i].timer_w = sp_loop_timer(on_probe_timeout, &st->searches[i]);
@@ -352,8 +517,9 @@ void pmtu_search_stop(struct pmtu_state *st)
 	free(st->searches);
 	st->searches = NULL;
 	sp_loop_unwatch(st->expire_w);
+	sp_loop_unwatch(st->kick_w);
 	sp_loop_unwatch(st->rb_w);
-	st->expire_w = st->rb_w = NULL;
+	st->expire_w = st->rb_w = st->kick_w = NULL;
 	st->nr_pending = 0;
 	ring_buffer__free(st->rb);
 	st->rb = NULL;

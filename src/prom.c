@@ -17,6 +17,7 @@
  * Tunables (group "cfg") are configuration, shown by `get`; not exposed.
  * Neither are ratios of two counters (unit "ratio"): rate(a) / rate(b).
  */
+#define _GNU_SOURCE	/* memmem */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include <sys/stat.h>
 #include "sp.h"
 #include "loop.h"
+#include "config.h"
 
 struct lab { const char *k, *v; };
 
@@ -243,10 +245,10 @@ static void render_progs(FILE *out, const struct sp_table *t)
 	}
 }
 
-static void gauge(FILE *out, const char *name, const char *help, const struct lab *l, int n,
-		  long long v)
+static void gauge_unit(FILE *out, const char *name, const char *help, const struct lab *l, int n,
+		       long long v, const char *unit)
 {
-	static const struct sp_field f = { "", SP_GAUGE, false, "", "" };
+	const struct sp_field f = { "", SP_GAUGE, false, unit, "" };
 	struct sp_val val = { .i = v };
 
 	if (help)
@@ -254,7 +256,13 @@ static void gauge(FILE *out, const char *name, const char *help, const struct la
 	sample(out, name, l, n, &f, &val);
 }
 
-int sp_prom_write(const char *pin_dir, FILE *out)
+static void gauge(FILE *out, const char *name, const char *help, const struct lab *l, int n,
+		  long long v)
+{
+	gauge_unit(out, name, help, l, n, v, "");
+}
+
+static int prom_write_one(const char *pin_dir, FILE *out)
 {
 	struct sp_meta meta;
 	struct sp_report *rep;
@@ -272,6 +280,11 @@ int sp_prom_write(const char *pin_dir, FILE *out)
 	      NULL, 0, !kill(meta.pid, 0));
 	gauge(out, "stackpilot_uptime_seconds", "seconds since the run started", NULL, 0,
 	      ts.tv_sec - (long long)(meta.started_ns / 1000000000ULL));
+	gauge_unit(out, "stackpilot_loop_delay_seconds", "the event loop's largest lateness "
+		   "serving its periodic timers in the last second (scrapes, status, module work)",
+		   NULL, 0, meta.loop_delay_ns, "ns");
+	gauge_unit(out, "stackpilot_loop_delay_max_seconds", "the event loop's largest lateness "
+		   "since the run started", NULL, 0, meta.loop_delay_max_ns, "ns");
 	header(out, "stackpilot_module_loaded", false, "1 for each module the run loaded");
 	for (int i = 0; i < sp_nr_modules; i++)
 		if (meta.modules & (1u << i))
@@ -304,6 +317,116 @@ int sp_prom_write(const char *pin_dir, FILE *out)
 /* ---- run --metrics-textfile DIR ----------------------------------------- */
 
 /* One per process, like the loop: a run writes one file. */
+/*
+ * A config run has one instance per cgroup: each is rendered as above, then
+ * the metrics are merged, since the exposition wants each metric's HELP and
+ * TYPE once with all its series together. Series without a cgroup label
+ * (running, uptime, programs, targets) get their instance's.
+ */
+struct prom_part { char *text; size_t len; char cgroup[256]; };
+
+/* The metric name of a sample line, or of a "# HELP name" line; its length. */
+static size_t line_metric(const char *l, const char **name)
+{
+	if (!strncmp(l, "# HELP ", 7))
+		l += 7;
+	else if (*l == '#')
+		return 0;
+	*name = l;
+	return strcspn(l, "{ \n");
+}
+
+static void put_sample(FILE *out, const char *l, size_t nlen, const char *cgroup)
+{
+	size_t len = strcspn(l, "\n");
+
+	if (!*cgroup || memmem(l, len, "{cgroup=\"", 9) || memmem(l, len, ",cgroup=\"", 9)) {
+		fprintf(out, "%.*s\n", (int)len, l);
+		return;
+	}
+	fprintf(out, "%.*s{cgroup=\"", (int)nlen, l);
+	put_escaped(out, cgroup, true);
+	if (l[nlen] == '{')
+		fprintf(out, "\",%.*s\n", (int)(len - nlen - 1), l + nlen + 1);
+	else
+		fprintf(out, "\"}%.*s\n", (int)(len - nlen), l + nlen);
+}
+
+static void prom_merge(FILE *out, struct prom_part *parts, int n)
+{
+	for (int i = 0; i < n; i++) {
+		for (const char *l = parts[i].text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+			const char *name, *n2;
+			size_t nlen;
+			bool seen = false;
+
+			if (strncmp(l, "# HELP ", 7) || !(nlen = line_metric(l, &name)))
+				continue;
+			/* Once per metric: the first instance that has it. */
+			for (int k = 0; k <= i && !seen; k++)
+				for (const char *m = parts[k].text; m && *m && !seen;
+				     m = strchr(m, '\n') ? strchr(m, '\n') + 1 : NULL) {
+					if (m == l)
+						break;
+					seen = !strncmp(m, "# HELP ", 7) && line_metric(m, &n2) == nlen &&
+					       !strncmp(n2, name, nlen);
+				}
+			if (seen)
+				continue;
+			/* HELP and TYPE, then every instance's series of it. */
+			fprintf(out, "%.*s\n", (int)strcspn(l, "\n"), l);
+			if (strchr(l, '\n'))
+				fprintf(out, "%.*s\n", (int)strcspn(strchr(l, '\n') + 1, "\n"), strchr(l, '\n') + 1);
+			for (int k = i; k < n; k++)
+				for (const char *m = parts[k].text; m && *m;
+				     m = strchr(m, '\n') ? strchr(m, '\n') + 1 : NULL)
+					if (*m != '#' && line_metric(m, &n2) == nlen && !strncmp(n2, name, nlen))
+						put_sample(out, m, nlen, parts[k].cgroup);
+		}
+	}
+}
+
+int sp_prom_write(const char *pin_dir, FILE *out)
+{
+	static char names[SP_MAX_CGROUPS][256];
+	struct prom_part *parts;
+	int n = sp_instances(pin_dir, names, SP_MAX_CGROUPS), np = 0, rc = 0, errors = 0;
+	char dir[600];
+
+	if (!n)
+		return prom_write_one(pin_dir, out);
+	parts = calloc(n + 1, sizeof(*parts));
+	if (!parts)
+		return sp_fail(1, "status: %s", strerror(ENOMEM));
+	for (int i = -1; i < n; i++) {
+		struct sp_meta meta;
+		FILE *f;
+
+		/* -1: the interfaces' instance, in the folder itself, if there is one. */
+		if (i < 0 ? (snprintf(dir, sizeof(dir), "%s/meta", pin_dir), access(dir, F_OK))
+			  : sp_pin_path(dir, sizeof(dir), pin_dir, names[i]))
+			continue;
+		if (i < 0)
+			snprintf(dir, sizeof(dir), "%s", pin_dir);
+		if (sp_status_read_meta(dir, &meta) || !(f = open_memstream(&parts[np].text, &parts[np].len))) {
+			rc = 1;
+			continue;
+		}
+		snprintf(parts[np].cgroup, sizeof(parts[np].cgroup), "%.*s",
+			 (int)sizeof(meta.cgroup) - 1, meta.cgroup);
+		rc |= prom_write_one(dir, f);
+		errors += sp_pin_errors;
+		fclose(f);
+		np++;
+	}
+	prom_merge(out, parts, np);
+	for (int i = 0; i < np; i++)
+		free(parts[i].text);
+	free(parts);
+	sp_pin_errors = errors;
+	return rc || errors ? 1 : 0;
+}
+
 static struct { char dir[256], path[300]; const char *pin_dir; struct sp_watch *w; } tf;
 
 /*

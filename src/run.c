@@ -21,9 +21,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "sp.h"
+#include "persist.h"
 #include "log.h"
 #include "loop.h"
 #include "state.h"
+#include "config.h"
 
 volatile sig_atomic_t sp_stopping;
 
@@ -85,6 +87,11 @@ static void usage_run(FILE *out)
 "Attach stackpilot and stay in the foreground; Ctrl-C (SIGINT/SIGTERM) detaches\n"
 "everything and removes the pins.\n"
 "\n"
+"  --config FILE      the cgroups, modules and tunables of FILE (stackpilot(8),\n"
+"                     CONFIGURATION); SIGHUP re-reads it; state persists as with\n"
+"                     --persist. Only --log-level, --interval, --state-dir,\n"
+"                     --dry-run and --verbose go with it. Without --config,\n"
+"                     --cgroup, --iface and --modules: %s if it exists\n"
 "  --cgroup PATH      cgroup v2 folder, absolute or relative to the cgroup v2\n"
 "                     mount; the root (every process of the host) only as\n"
 "                     --cgroup /. Needed by the cgroup modules\n"
@@ -100,8 +107,15 @@ static void usage_run(FILE *out)
 "  --metrics-textfile DIR  write DIR/stackpilot.prom (Prometheus text, for\n"
 "                     node_exporter) every --interval, or 10 s if it is 0\n"
 "  --metrics-listen [ADDR:]PORT  serve Prometheus text on http://ADDR:PORT/metrics\n"
-"                     (ADDR 127.0.0.1 unless given; off by default)\n",
-		SP_MAX_IFACES, SP_PIN_DEFAULT);
+"                     (ADDR 127.0.0.1 unless given; off by default)\n"
+"  --persist          apply and save state: tunables `set` changes are saved\n"
+"                     for the next run on this cgroup, and what modules learned\n"
+"                     (pmtu) is saved every %d s and at exit, restored at start\n"
+"                     (always with --config)\n"
+"  --state-dir DIR    where state is kept (default %s)\n"
+"  --dry-run          every module with an `enforce` tunable starts with it at 0\n"
+"                     (count, do not act); `set MODULE.enforce=1` turns it on\n",
+		SP_CONFIG_DEFAULT, SP_MAX_IFACES, SP_PIN_DEFAULT, SP_PERSIST_SAVE_S, SP_STATE_DIR_DEFAULT);
 	for (int i = 0; i < nr_run_opts; i++) {
 		char left[64];
 
@@ -114,7 +128,7 @@ static void usage_run(FILE *out)
 "  -h, --help         this text\n");
 }
 
-static int lock_pin_dir(const char *pin_dir)
+int sp_lock_pin_dir(const char *pin_dir)
 {
 	struct stat a, b;
 	int fd;
@@ -140,10 +154,29 @@ static int lock_pin_dir(const char *pin_dir)
 	}
 }
 
-static void stop_all(struct sp_run *run)
+/* The runs of this process: one, or one per cgroup of a config file. */
+static struct sp_run *runs[SP_MAX_CGROUPS + 1];
+static int nr_runs;
+
+void sp_runs_add(struct sp_run *run)
+{
+	if (nr_runs < (int)(sizeof(runs) / sizeof(runs[0])))
+		runs[nr_runs++] = run;
+}
+
+void sp_runs_del(struct sp_run *run)
+{
+	for (int i = 0; i < nr_runs; i++)
+		if (runs[i] == run)
+			runs[i] = runs[--nr_runs];
+}
+
+void sp_run_detach(struct sp_run *run)
 {
 	char path[512];
 
+	sp_runs_del(run);
+	sp_persist_stop(run);	/* the last save, while the modules still hold what they learned */
 	sp_targets_stop(run);
 	for (int i = sp_nr_modules - 1; i >= 0; i--) {
 		if (run->modules & (1u << i))
@@ -152,19 +185,21 @@ static void stop_all(struct sp_run *run)
 	}
 	if (!sp_pin_path(path, sizeof(path), run->pin_dir, "meta"))
 		unlink(path);
-	rmdir(run->pin_dir);
+	if (!run->keep_pin_dir)
+		rmdir(run->pin_dir);
 }
 
 struct run_args {
-	const char *cgroup, *modules;
-	bool verbose, need_cgroup, need_iface;
+	const char *cgroup, *modules, *config;
+	const char *file_only;		/* an option the config file gives instead */
+	bool verbose, need_cgroup, need_iface, log_level, have_interval, module_opt;
 	__u32 interval;
 };
 
 /* Options into run and a; -1 to go on, else the exit code. */
 static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args *a)
 {
-	struct option opts[12 + MAX_RUN_OPTS] = {
+	struct option opts[16 + MAX_RUN_OPTS] = {
 		{ "cgroup", required_argument, NULL, 'c' },
 		{ "modules", required_argument, NULL, 'm' },
 		{ "iface", required_argument, NULL, 'i' },
@@ -176,14 +211,21 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "metrics-textfile", required_argument, NULL, 't' },
 		{ "metrics-listen", required_argument, NULL, 'L' },
+		{ "persist", no_argument, NULL, 'P' },
+		{ "state-dir", required_argument, NULL, 'S' },
+		{ "dry-run", no_argument, NULL, 'D' },
+		{ "config", required_argument, NULL, 'C' },
 	};
-	int opt, n = 11, rc;
+	int opt, n = 15, rc, li = 0;
 
 	for (int i = 0; i < nr_run_opts; i++)
 		opts[n++] = (struct option){ run_opts[i]->name, required_argument, NULL, 256 + i };
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "hv", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "hv", opts, &li)) != -1) {
+		if (strchr("cmbpitL", opt) || opt >= 256)
+			a->file_only = opts[li].name, a->module_opt = opt >= 256;
 		switch (opt) {
+		case 'C': a->config = optarg; break;
 		case 'c': a->cgroup = optarg; break;
 		case 'm': a->modules = optarg; break;
 		case 'b': run->btf_path = optarg; break;
@@ -196,6 +238,7 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 		case 'n':
 			if (sp_parse_u32(optarg, 0, 86400, &a->interval))
 				return sp_fail(2, "--interval %s: expected seconds in [0, 86400]", optarg);
+			a->have_interval = true;
 			break;
 		case 'i':
 			if (run->nr_ifaces == SP_MAX_IFACES)
@@ -209,8 +252,12 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 			if ((rc = sp_metrics_opt(opt, optarg)))
 				return rc;
 			break;
+		case 'P': case 'S': case 'D':	/* persist.c */
+			if ((rc = sp_persist_opt(run, opt, optarg)))
+				return rc;
+			break;
 		case 'v': a->verbose = true; break;
-		case 'l': if (sp_log_set_level(optarg)) return 2; break;
+		case 'l': if (sp_log_set_level(optarg)) return 2; a->log_level = true; break;
 		case 'h': usage_run(stdout); return 0;
 		default:
 			if (opt < 256 || opt >= 256 + nr_run_opts) {
@@ -225,6 +272,18 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 	}
 	if (optind < argc)
 		return sp_fail(2, "run: unexpected argument '%s'", argv[optind]);
+	/* Without a target, the host's config file when there is one. */
+	if (!a->config && !a->file_only && !access(SP_CONFIG_DEFAULT, F_OK))
+		a->config = SP_CONFIG_DEFAULT;
+	if (a->config && a->module_opt)
+		return sp_fail(2, "--%s: with --config, give it in the file (mtu-probing = N)",
+			       a->file_only);
+	if (a->config && a->file_only)
+		return sp_fail(2, "--%s: with --config, give it in the file (only --log-level, "
+			       "--interval, --state-dir, --dry-run and --verbose go with --config)",
+			       a->file_only);
+	if (a->config)
+		return -1;
 	if (sp_parse_modules(a->modules, &run->modules))
 		return 2;
 	/* "all" means all that can run with what was given: the modules that
@@ -256,6 +315,22 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 	return -1;
 }
 
+int sp_run_attach(struct sp_run *run)
+{
+	for (int i = 0; i < sp_nr_modules; i++) {
+		if ((run->modules & (1u << i)) && sp_modules[i]->start(run, &run->inst[i])) {
+			sp_run_detach(run);
+			return -1;
+		}
+	}
+	if (sp_run_publish_meta(run) || sp_targets_start(run) || sp_persist_start(run)) {
+		sp_run_detach(run);
+		return -1;
+	}
+	sp_runs_add(run);
+	return 0;
+}
+
 /* Everything up to "attached"; 0, or 1 with nothing left attached. */
 static int setup_run(struct sp_run *run, struct run_args *a, int *lock_fd, int *stats_fd)
 {
@@ -271,23 +346,15 @@ static int setup_run(struct sp_run *run, struct run_args *a, int *lock_fd, int *
 	/* The lock comes before anything is attached: a refused second run touches nothing. */
 	/* Then what a killed run left in this namespace is undone. */
 	if (sp_loop_init() || sp_ensure_bpffs(run->pin_dir) ||
-	    (*lock_fd = sp_lock_targets(run) ? -1 : lock_pin_dir(run->pin_dir)) < 0 ||
+	    (*lock_fd = sp_lock_targets(run) ? -1 : sp_lock_pin_dir(run->pin_dir)) < 0 ||
 	    sp_state_open())
 		return 1;
 	/* Run counts and times while we run; the kernel drops this with the fd. */
 	*stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	if (*stats_fd < 0)
 		sp_log(SP_LOG_WARN, "BPF run-time stats unavailable: %s", strerror(errno));
-	for (int i = 0; i < sp_nr_modules; i++) {
-		if ((run->modules & (1u << i)) && sp_modules[i]->start(run, &run->inst[i])) {
-			stop_all(run);
-			return 1;
-		}
-	}
-	if (sp_run_publish_meta(run) || sp_targets_start(run)) {
-		stop_all(run);
+	if (sp_run_attach(run))
 		return 1;
-	}
 	printf("stackpilot: attached");
 	for (int i = 0; i < sp_nr_modules; i++)
 		if (run->modules & (1u << i))
@@ -307,19 +374,41 @@ static void on_signalfd(void *ctx)
 
 	if (read(*(int *)ctx, &si, sizeof(si)) != sizeof(si))
 		return;
+	if (si.ssi_signo == SIGHUP && sp_reload_hook) {
+		sp_reload_hook();
+		return;
+	}
 	sp_log(SP_LOG_DEBUG, "signal %u: detaching", si.ssi_signo);
 	sp_stopping = 1;
 	sp_loop_stop();
 }
 
-/* Modules that still sample the system on a fixed tick. */
+/*
+ * Modules that still sample the system on a fixed tick. Every 10th tick
+ * (1 s) also publishes how late the loop was (a map update a second: cheap,
+ * and a scrape or `status` sees a value at most 1 s old).
+ */
 static void on_tick(void *ctx)
 {
-	struct sp_run *run = ctx;
+	static unsigned int ticks;
+	static __u64 delay_max;
+	__u64 delay;
 
-	for (int i = 0; i < sp_nr_modules; i++)
-		if ((run->modules & (1u << i)) && sp_modules[i]->tick)
-			sp_modules[i]->tick(run, run->inst[i]);
+	for (int r = 0; r < nr_runs; r++)
+		for (int i = 0; i < sp_nr_modules; i++)
+			if ((runs[r]->modules & (1u << i)) && sp_modules[i]->tick)
+				sp_modules[i]->tick(runs[r], runs[r]->inst[i]);
+	if (++ticks % 10)
+		return;
+	/* One loop serves every run of the process: one lateness, in each run's meta. */
+	delay = sp_loop_delay_take();
+	if (delay > delay_max)
+		delay_max = delay;
+	for (int r = 0; r < nr_runs; r++) {
+		runs[r]->loop_delay_ns = delay;
+		runs[r]->loop_delay_max_ns = delay_max;
+		sp_run_publish_meta(runs[r]);
+	}
 }
 
 static void on_status(void *ctx)
@@ -330,7 +419,10 @@ static void on_status(void *ctx)
 	fflush(stdout);
 }
 
-static int loop_run(struct sp_run *run, __u32 interval)
+void (*sp_reload_hook)(void);
+
+/* The event loop of a run; pin_dir is what the status dump shows. */
+int sp_run_loop(char *pin_dir, __u32 interval)
 {
 	struct sp_watch *sig_w = NULL, *tick_w = NULL, *status_w = NULL;
 	sigset_t set;
@@ -341,13 +433,13 @@ static int loop_run(struct sp_run *run, __u32 interval)
 	if (sfd < 0)
 		return sp_fail(1, "signalfd: %s", strerror(errno));
 	sig_w = sp_loop_watch(sfd, on_signalfd, &sfd);
-	tick_w = sp_loop_timer(on_tick, run);
+	tick_w = sp_loop_timer(on_tick, NULL);
 	if (interval)
-		status_w = sp_loop_timer(on_status, run->pin_dir);
+		status_w = sp_loop_timer(on_status, pin_dir);
 	if (!sig_w || !tick_w || (interval && !status_w) ||
 	    sp_timer_arm(tick_w, 100, 100) ||
 	    (status_w && sp_timer_arm(status_w, interval * 1000, interval * 1000)) ||
-	    sp_metrics_start(run->pin_dir, interval))
+	    sp_metrics_start(pin_dir, interval))
 		goto out;
 	rc = sp_loop_run() ? 1 : 0;
 out:
@@ -375,10 +467,13 @@ int cmd_run(int argc, char **argv)
 		libbpf_set_print(NULL);	/* our own one-line errors instead */
 	else
 		sp_log_level = SP_LOG_DEBUG;
+	if (a.config)
+		return sp_config_run(a.config, a.log_level || a.verbose,
+				     a.have_interval ? (int)a.interval : -1, run.dry_run);
 	rc = setup_run(&run, &a, &lock_fd, &stats_fd);
 	if (!rc) {
-		rc = loop_run(&run, a.interval);
-		stop_all(&run);
+		rc = sp_run_loop(run.pin_dir, a.interval);
+		sp_run_detach(&run);
 		if (!rc)
 			printf("stackpilot: detached, pins removed\n");
 	}
@@ -386,6 +481,7 @@ int cmd_run(int argc, char **argv)
 		close(stats_fd);
 	if (run.cgroup_fd >= 0)
 		close(run.cgroup_fd);
+	sp_unlock_targets(&run);
 	if (lock_fd >= 0)
 		close(lock_fd);
 	sp_state_close();

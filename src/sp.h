@@ -67,6 +67,7 @@ struct sp_module {
 };
 
 #define SP_MAX_MODULES	16	/* bits of sp_meta.modules that are used */
+#define SP_MAX_CGROUPS	64	/* [cgroup] sections of a config file */
 #define SP_MAX_RUN_OPTS	16
 extern const struct sp_module *const sp_modules[];
 extern const int sp_nr_modules;
@@ -88,8 +89,27 @@ struct sp_run {
 	void *inst[SP_MAX_MODULES];	/* each started module's instance */
 	struct sp_targets *targets;	/* what targets.c watches for this run */
 	__u64 started_ns;		/* CLOCK_MONOTONIC, once published */
+	__u64 loop_delay_ns, loop_delay_max_ns;	/* published in sp_meta, see there */
 	const char *opt_arg[SP_MAX_RUN_OPTS];	/* module run options given, by registration order */
+	bool persist;		/* run --persist (config runs: default): save and restore state */
+	bool dry_run;		/* run --dry-run: every `enforce` tunable starts at 0 */
+	/* If set, changes a module's default tunables before it attaches (a config file's). */
+	void (*cfg_init)(struct sp_run *run, const struct sp_module *m, void *cfg);
+	void *owner;			/* whoever set cfg_init: a config run's instance */
+	bool keep_pin_dir;		/* detach leaves pin_dir (it holds other runs' folders) */
 };
+
+/* run.c: what attaches a run's modules and takes them down again, for run and config.c. */
+int sp_run_attach(struct sp_run *run);	/* 0, or -1 with nothing left attached */
+void sp_run_detach(struct sp_run *run);
+int sp_lock_pin_dir(const char *pin_dir);	/* the folder's flock fd, or -1 */
+/* The runs whose modules tick (every 100 ms) while the loop runs. */
+void sp_runs_add(struct sp_run *run);
+void sp_runs_del(struct sp_run *run);
+/* Called on SIGHUP instead of ending the run, when set (a config run re-reads its file). */
+extern void (*sp_reload_hook)(void);
+/* The event loop until a signal ends it; 0, or 1. pin_dir: what --interval shows. */
+int sp_run_loop(char *pin_dir, __u32 interval);
 
 /* The instance of m in run, or NULL when m is not running there. */
 void *sp_run_inst(const struct sp_run *run, const struct sp_module *m);
@@ -100,13 +120,23 @@ extern volatile sig_atomic_t sp_stopping;
 
 /* util.c */
 int sp_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*
+ * While set, sp_err() starts its line with "WHERE: " (a config file's
+ * FILE:LINE, so that every check reused from the command line names it).
+ */
+extern const char *sp_err_where;
+/* While set, sp_err() keeps its first line here instead of printing (a reload's one log line). */
+extern char *sp_err_capture;
+extern size_t sp_err_capture_len;
 /* sp_err(), then return the exit code. */
 #define sp_fail(code, ...) (sp_err(__VA_ARGS__), (code))
 int sp_parse_u32(const char *s, __u32 min, __u32 max, __u32 *out);
 int sp_check_privileges(void);
 int sp_check_btf(const char *btf_path);
 int sp_private_dir(const char *path, bool create);
+int sp_netns_cookie(__u64 *cookie);
 int sp_lock_targets(struct sp_run *run);
+void sp_unlock_targets(const struct sp_run *run);
 int sp_ensure_bpffs(const char *pin_dir);
 int sp_cgroup2_mount(char *buf, size_t len);
 extern bool sp_mounted_bpffs, sp_mounted_cgroup2;
@@ -126,7 +156,7 @@ const struct sp_tunable *sp_tunable_find(const char *key,
 					 const struct sp_module **mod);
 int sp_parse_assignment(const char *arg, const struct sp_module **mod,
 			const struct sp_tunable **t, __u32 *val);
-int sp_cfg_write_defaults(const struct sp_module *m, int map_fd);
+int sp_cfg_write_initial(struct sp_run *run, const struct sp_module *m, int map_fd);
 int sp_cfg_read(const char *pin_dir, const struct sp_module *m, void *cfg);
 int sp_cfg_write(const char *pin_dir, const struct sp_module *m, const void *cfg);
 int sp_pin_obj_maps(struct bpf_object *obj, const char *pin_dir);

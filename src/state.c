@@ -289,3 +289,37 @@ void sp_state_close(void)
 	lock_fd = -1;
 	nr_entries = lock_depth = 0;
 }
+
+int sp_sysctl_own(const char *name, int v, int *saved, const char *who)
+{
+	const char *shown = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+	char held[128], prefix[96];
+	pid_t pid;
+	int cur, err = 0;
+
+	snprintf(prefix, sizeof(prefix), "sysctl %s ", name);
+	sp_state_lock();
+	pid = sp_state_held(prefix, held, sizeof(held));
+	cur = sp_sysctl_read(name);
+	if (pid)
+		err = sp_err("%s: the run with pid %d already set %s in this network namespace "
+			     "(%d now); only one run may", who, pid, shown, cur);
+	else if (cur < 0)
+		err = sp_err("%s: cannot read %s", who, name);
+	else if (sp_state_add("sysctl %s %d %d", name, cur, v))
+		err = -1;
+	else if ((err = sp_sysctl_write(name, v))) {
+		sp_state_del("sysctl %s %d %d", name, cur, v);
+		err = sp_err("%s: setting %s: %s", who, shown, strerror(-err));
+	} else {
+		*saved = cur;
+	}
+	sp_state_unlock();
+	return err;
+}
+
+void sp_sysctl_release(const char *name, int saved, int v)
+{
+	if (saved >= 0 && !sp_sysctl_write(name, saved))
+		sp_state_del("sysctl %s %d %d", name, saved, v);
+}

@@ -36,4 +36,14 @@ void sp_state_close(void);
 int sp_sysctl_read(const char *name);
 int sp_sysctl_write(const char *name, int v);
 
+/*
+ * A sysctl one run owns while it lives: refused when another live run in
+ * the namespace set it; its old value is on disk before the change, for
+ * the next run to restore if this one is killed. 0 with *saved the old
+ * value, or -1 after one line naming who (the option) and why.
+ */
+int sp_sysctl_own(const char *name, int v, int *saved, const char *who);
+/* Clean exit: the old value back (saved < 0: nothing was owned). */
+void sp_sysctl_release(const char *name, int saved, int v);
+
 #endif

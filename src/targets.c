@@ -20,6 +20,7 @@
 #include <linux/rtnetlink.h>
 #include <bpf/bpf.h>
 #include "sp.h"
+#include "persist.h"
 #include "loop.h"
 #include "nl.h"
 
@@ -53,7 +54,7 @@ int sp_run_publish_meta(struct sp_run *run)
 	struct timespec ts;
 	__u32 zero = 0;
 	char path[512];
-	int fd, err;
+	int fd, err, n;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (!run->started_ns)
@@ -66,7 +67,17 @@ int sp_run_publish_meta(struct sp_run *run)
 		meta.ifindex[i] = run->ifindex[i];
 	meta.nr_progs = run->nr_progs;
 	memcpy(meta.prog_ids, run->prog_ids, sizeof(meta.prog_ids));
-	snprintf(meta.cgroup, sizeof(meta.cgroup), "%s", run->cgroup);
+	/*
+	 * run->cgroup stays the path: state files are named after it
+	 * (persist.c), and a config run attaches there again when it is back.
+	 */
+	n = snprintf(meta.cgroup, sizeof(meta.cgroup), "%s", run->cgroup);
+	if (run->cgroup[0] && run->targets && run->targets->recs[0].state == T_GONE &&
+	    n >= 0 && n < (int)sizeof(meta.cgroup))
+		strncat(meta.cgroup, " (removed)", sizeof(meta.cgroup) - n - 1);
+	sp_persist_meta(run, &meta);
+	meta.loop_delay_ns = run->loop_delay_ns;
+	meta.loop_delay_max_ns = run->loop_delay_max_ns;
 
 	if (sp_pin_path(path, sizeof(path), run->pin_dir, "meta"))
 		return -1;
@@ -124,7 +135,6 @@ static void on_inotify(void *ctx)
 		       "this run goes on for what else it serves", run->cgroup);
 		recs[0].state = T_GONE;
 		recs[0].changes++;
-		strncat(run->cgroup, " (removed)", sizeof(run->cgroup) - strlen(run->cgroup) - 1);
 		publish(t);
 	}
 }

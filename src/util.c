@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <linux/magic.h>
@@ -18,14 +19,39 @@
 #include "sp.h"
 #include "log.h"
 
-/* Every user-facing error is one line on stderr; callers return its -1. */
-int sp_err(const char *fmt, ...)
+const char *sp_err_where;
+char *sp_err_capture;
+size_t sp_err_capture_len;
+
+static void err_line(const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
 	sp_log_verr(fmt, ap);	/* with its <3> priority under journald */
 	va_end(ap);
+}
+
+/* Every user-facing error is one line on stderr; callers return its -1. */
+int sp_err(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* Only the first error is kept: it is the cause, the rest follow from it. */
+	if (sp_err_capture) {
+		if (!*sp_err_capture)
+			snprintf(sp_err_capture, sp_err_capture_len, "%s%s%s", sp_err_where ?: "",
+				 sp_err_where ? ": " : "", msg);
+		return -1;
+	}
+	if (sp_err_where)
+		err_line("%s: %s", sp_err_where, msg);
+	else
+		err_line("%s", msg);
 	return -1;
 }
 
@@ -319,4 +345,22 @@ void sp_run_add_prog(struct sp_run *run, int prog_fd)
 	if (run->nr_progs < SP_MAX_PROGS &&
 	    !bpf_obj_get_info_by_fd(prog_fd, &info, &len))
 		run->prog_ids[run->nr_progs++] = info.id;
+}
+
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71
+#endif
+/* The kernel's cookie of this process's network namespace (net->net_cookie). */
+int sp_netns_cookie(__u64 *cookie)
+{
+	socklen_t l = sizeof(*cookie);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), err, e;
+
+	if (fd < 0)
+		return -1;
+	err = getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, cookie, &l);
+	e = errno;
+	close(fd);
+	errno = e;
+	return err ? -1 : 0;
 }

@@ -360,9 +360,11 @@ t_status_json_missing_pins() {
 # within its 256 bytes; a value of another size is refused, not copied.
 t_status_hostile_meta() {
 	mkdir "$PIN" || fail "mkdir $PIN"
-	bpftool map create "$PIN/meta" type array key 4 value 384 entries 1 name sp_meta || fail "map create"
+	# struct sp_meta: 384 bytes up to the end of cgroup, then flags, pad,
+	# state_file (256), the loop delays (16).
+	bpftool map create "$PIN/meta" type array key 4 value 664 entries 1 name sp_meta || fail "map create"
 	bpftool map update pinned "$PIN/meta" key 0 0 0 0 value hex 01 $(printf '00 %.0s' $(seq 127)) \
-		$(printf '41 %.0s' $(seq 256)) || fail "map update"
+		$(printf '41 %.0s' $(seq 256)) $(printf '00 %.0s' $(seq 280)) || fail "map update"
 	"$SP" status --json --pin-path "$PIN" >"$TMP/s.json" || fail "status exit $?"
 	jq -e '.pid == 1 and (.cgroup | length) == 256 and (.cgroup | test("^A+$"))' "$TMP/s.json" >/dev/null ||
 		fail "status --json of an unterminated cgroup: $(cat "$TMP/s.json")"

@@ -214,3 +214,36 @@ t_fragguard_filters_behind_still_run() {
 	peer 1 ping -c 2 -W 1 -s 3000 10.50.1.1 >/dev/null && fail "fragmented ping passed the drop filter"
 	sp_stop || fail exit
 }
+
+# Review finding (metrics2 helper): interface indexes repeat in every
+# namespace, and the kernel-drop program filtered on the index alone, so
+# another namespace's fragment drops (expiries, duplicates) on an interface
+# with our interface's index were counted, and could reach our datagrams.
+t_fragguard_other_netns_drops_not_counted() {
+	frag_topo 1
+	local idx nc=sp-$ID-c nd=sp-$ID-d k
+	idx=$(ip -n "$NS_R" -j link show rp1 | jq '.[0].ifindex')
+	mk_netns "$nc"; mk_netns "$nd"
+	ip -n "$nc" link add cx index "$idx" type veth peer name dx netns "$nd" || fail "veth with index $idx"
+	ip -n "$nc" addr add 10.70.0.1/24 dev cx; ip -n "$nc" link set cx up
+	ip -n "$nd" addr add 10.70.0.2/24 dev dx; ip -n "$nd" link set dx up
+	ip netns exec "$nc" sysctl -qw net.ipv4.ipfrag_time=1
+	ip netns exec "$NS_R" sysctl -qw net.ipv4.ipfrag_time=1
+	sp_start --modules fragguard --iface rp1
+	# The same seed twice: the second flood's fragments duplicate queued ones
+	# (fewer than ipfrag_max_dist datagrams apart, or the kernel restarts the
+	# queue instead: FRAG_TOO_FAR).
+	for _ in 1 2; do
+		FRAGFLOOD_SEED=7 ip netns exec "$nd" "$FRAGFLOOD" 10.70.0.1 30 >/dev/null || fail flood
+	done
+	sleep 2.5
+	assert_ge "$(ip netns exec "$nc" nstat -az IpReasmTimeout | awk '$1 == "IpReasmTimeout" { print $2 }')" 30 \
+		"expiries in the other namespace"
+	k=$(sp_json '.modules.fragguard | [.kernel_drop_timeout, .kernel_drop_dup] | map(tostring) | join(" ")')
+	[ "$k" = "0 0" ] || fail "the other namespace's drops were counted (timeout, dup): $k"
+	# The control: the same in our namespace is counted.
+	for _ in 1 2; do FRAGFLOOD_SEED=7 peer 1 "$FRAGFLOOD" 10.50.1.1 30 >/dev/null || fail flood; done
+	sleep 2.5
+	assert_ge "$(sp_json '.modules.fragguard.kernel_drop_dup')" 30 "our duplicates counted"
+	assert_ge "$(sp_json '.modules.fragguard.kernel_drop_timeout')" 30 "our expiries counted"
+}

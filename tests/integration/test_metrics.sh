@@ -116,6 +116,25 @@ t_metrics_readme_list() {
 		fail "README Metrics vs exposition (< README only, > exposed only): $(cat "$TMP/d")"
 }
 
+# dist/grafana/stackpilot.json: a dashboard whose every panel queries
+# something, and every metric it names is in the exposition of a run of all
+# modules (t_metrics_prometheus_server checks that its queries parse).
+t_metrics_grafana_dashboard() {
+	local dash=$ROOT/dist/grafana/stackpilot.json m missing=
+	jq -e '(.panels | length) > 0 and ([.panels[].id] | length == (unique | length)) and
+		all(.panels[] | select(.type != "row"); (.targets | length) > 0 and all(.targets[]; .expr | length > 0))' \
+		"$dash" >/dev/null || fail "$dash: not a dashboard with a query in every panel"
+	make_cgroup
+	mx_start "$CG"
+	sp_ctl status --prometheus >"$TMP/p" || fail "status --prometheus exit $?"
+	jq -r '.. | .expr? // .definition? // empty' "$dash" | grep -o 'stackpilot_[a-z0-9_]*' | sort -u >"$TMP/named"
+	assert_ge "$(wc -l <"$TMP/named")" 20 "metrics the dashboard names"
+	for m in $(cat "$TMP/named"); do
+		grep -q "^# TYPE $m " "$TMP/p" || missing="$missing $m"
+	done
+	[ -z "$missing" ] || fail "the dashboard names metrics that are not exposed:$missing"
+}
+
 # --metrics-textfile: the file appears, complete, is rewritten every
 # interval through a rename, and node_exporter's textfile collector serves it.
 t_metrics_textfile() {
@@ -216,6 +235,14 @@ t_metrics_listen() {
 	rss1=$(awk '/^VmRSS/ { print $2 }' "/proc/$SP_PID/status")
 	echo "1000 scrapes in $(echo "$t1 - $t0" | bc) s; RSS $rss0 kB before, $rss1 kB after" >&2
 	[ "$rss1" -le $((rss0 + 2048)) ] || fail "RSS grew from $rss0 kB to $rss1 kB"
+	# The loop measured its own lateness under that load (published each
+	# second): above 0 (it did measure), below its 100 ms tick.
+	sleep 1.1
+	mx curl -sf --max-time 5 "$url/metrics" >"$TMP/m2" || fail "scrape after the load"
+	local late=$(prom_val "$TMP/m2" stackpilot_loop_delay_max_seconds)
+	echo "event loop late by at most $late s since start" >&2
+	awk -v l="$late" 'BEGIN { exit !(l > 0 && l < 0.1) }' ||
+		fail "loop delay under 1000 + 50 scrapes: $late s (the tick is 0.1 s)"
 	sp_stop || fail "stop"
 }
 
@@ -257,4 +284,15 @@ t_metrics_prometheus_server() {
 	done
 	assert_eq "$v" 5 "active_opens_total in Prometheus after 5 connections"
 	assert_eq "$(q 'up{job="stackpilot"}')" 1 "up"
+	# Every query of the Grafana dashboard parses and runs, with its
+	# variables as Grafana would fill them.
+	local e st
+	jq -r '.panels[].targets[]?.expr' "$ROOT/dist/grafana/stackpilot.json" |
+		sed -e 's/\$__rate_interval/1m/g' -e 's/\$instance/.*/g' >"$TMP/exprs"
+	assert_ge "$(wc -l <"$TMP/exprs")" 20 "dashboard queries"
+	while IFS= read -r e; do
+		st=$(ip netns exec "$NS_A" curl -s --max-time 2 "http://127.0.0.1:$pport/api/v1/query" \
+			--data-urlencode "query=$e" | jq -r '.status + " " + (.error // "")')
+		[ "$st" = "success " ] || fail "dashboard query $e: $st"
+	done <"$TMP/exprs"
 }

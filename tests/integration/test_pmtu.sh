@@ -95,18 +95,30 @@ t_pmtu_unprobeable_learns_from_connections() {
 	assert_eq "$3" 0 "retransmissions of a connection started at the learned MSS"
 }
 
-# learn_kb written as 0 by bpftool acts as its minimum, 4 KiB.
+# learn_kb written as 0 by bpftool acts as its minimum, 4 KiB; search_new=0
+# leaves learning to connections (no entry before learn_kb is delivered).
 t_pmtu_bpftool_clamp() {
 	pmtu_topo 1400; make_cgroup
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
 	# prefix4 prefix6 learn_kb threshold max_step_pct max_probes timeout interval base_mss route
+	# enforce search_new searches_per_s max_searches probes_per_s
 	nsenter -t "$SP_PID" -m -n bpftool map update pinned "$PIN/pmtu_cfg" key 0 0 0 0 value \
 		32 0 0 0  64 0 0 0  0 0 0 0  8 0 0 0  200 0 0 0  3 0 0 0  0xf4 1 0 0  \
-		0x58 2 0 0  0 4 0 0  0 0 0 0 || fail bpftool
+		0x58 2 0 0  0 4 0 0  0 0 0 0  1 0 0 0  0 0 0 0  10 0 0 0  4 0 0 0  100 0 0 0 || fail bpftool
 	xfer 10.30.3.2 2000 >/dev/null || fail xfer
 	assert_eq "$(pm_entry 10.30.3.2 low_mtu)" "" "entry after 2 KB (learn_kb 0 must act as 4)"
 	xfer 10.30.3.2 20000 >/dev/null || fail xfer
 	assert_eq "$(pm_entry 10.30.3.2 low_mtu)" 1500 "entry after 20 KB"
+	# enforce 7 acts as 1; searches_per_s, max_searches, probes_per_s 0 as 1.
+	nsenter -t "$SP_PID" -m -n bpftool map update pinned "$PIN/pmtu_cfg" key 0 0 0 0 value \
+		32 0 0 0  64 0 0 0  0 0 0 0  8 0 0 0  200 0 0 0  3 0 0 0  0xf4 1 0 0  \
+		0x58 2 0 0  0 4 0 0  0 0 0 0  7 0 0 0  1 0 0 0  0 0 0 0  0 0 0 0  0 0 0 0 || fail bpftool
+	xfer 10.30.3.2 2000 >/dev/null || fail xfer
+	assert_eq "$(sp_json .modules.pmtu.started_with_learned_mss)" 1 "clamped with enforce written as 7"
+	xfer fd30:3::2 2000 >/dev/null || fail xfer
+	for _ in $(seq 50); do [ "$(pm_entry fd30:3:: state)" = searched ] && break; sleep 0.1; done
+	assert_eq "$(pm_entry fd30:3:: probes)" 2 "probes of a search with the rates written as 0"
+	kill -0 "$SP_PID" || fail "stackpilot died"
 }
 
 # pmtu.route=1 never shadows a route an admin made: a host route to the
@@ -144,7 +156,7 @@ t_pmtu_searches_side_by_side() {
 	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
 	sp_ctl set pmtu.max_probes=10 pmtu.probe_timeout_ms=10000 >/dev/null || fail set
 	xfer 10.30.2.2 1000000 >/dev/null || true	# its search goes on for minutes
-	grep -q '10.30.2.2: black-hole suspect' "$TMP/sp.err" || fail "IPv4 search not started: $(cat "$TMP/sp.err")"
+	grep -q '10.30.2.2: .*searching its path MTU' "$TMP/sp.err" || fail "IPv4 search not started: $(cat "$TMP/sp.err")"
 	xfer fd30:2::2 1000000 >/dev/null || true
 	for _ in $(seq 50); do
 		[ "$(pm_entry fd30:2:: state)" = searched ] && break
@@ -169,4 +181,265 @@ t_pmtu_run_option_errors() {
 	assert_eq "$(cat "$TMP/err")" "stackpilot: --mtu-probing 3: expected 0, 1 or 2" "error line"
 	"$SP" run --help | grep -q -- '--mtu-probing N .*pmtu: ' || fail "--mtu-probing not in run --help"
 	[ ! -e "$PIN" ] || fail "pin folder made by a refused run"
+}
+
+# Wait up to 10 s for DST's entry to be in state STATE.
+pm_wait_state() {
+	for _ in $(seq 100); do
+		[ "$(pm_entry "$1" state)" = "$2" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# Learn before the stall: a first connection that never stalls (1000 bytes,
+# one small segment) is enough for the destination to be searched in the
+# background; the second connection starts at the learned MSS. Connections
+# to a known destination then ask for nothing and cost no probe.
+t_pmtu_learns_before_stall() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	set -- $(xfer 10.30.2.2 1000)
+	assert_eq "$3" 0 "retransmissions of the first connection"
+	pm_wait_state 10.30.2.2 searched || fail "not searched after a first connection: $(cat "$TMP/sp.err")"
+	local low=$(pm_entry 10.30.2.2 low_mtu) probes=$(pm_entry 10.30.2.2 probes)
+	echo "entry: $(sp_json '.modules.pmtu.destinations[0] | tostring')"
+	assert_eq "$(sp_json .modules.pmtu.black_hole_suspects)" 0 "black-hole suspects (no RTO was needed)"
+	assert_eq "$(sp_json .modules.pmtu.searches_asked)" 1 "searches asked"
+	[ "$low" -le 1400 ] && [ "$low" -gt 1392 ] || fail "learned MTU $low, path MTU 1400"
+	[ "$probes" -le 20 ] || fail "$probes probes for one new destination (target <= 20)"
+	# tcp_mtu_probing is 0: into the black hole it would never complete. (Not
+	# retransmissions == 0: a busy machine's tail loss probe counts as one.)
+	set -- $(xfer 10.30.2.2 1000000 "" 5)
+	[ -n "${1:-}" ] || fail "second connection did not complete"
+	awk "BEGIN { exit !($1 < 1) }" || fail "second connection took $1 s"
+	assert_eq "$2" $((low - 52)) "second connection's MSS"
+	# 20 connections to the known destination: not one ask, not one probe.
+	in_cgroup ip netns exec "$NS_S" "$TCPTOOL" client 10.30.2.2 5201 1000 20 >/dev/null || fail "20 connections"
+	sleep 0.3
+	assert_eq "$(pm_entry 10.30.2.2 probes)" "$probes" "probes after 20 connections to a known destination"
+	assert_eq "$(sp_json .modules.pmtu.searches_asked)" 1 "searches asked after 20 connections"
+	assert_eq "$(grep -c '10.30.2.2: .*searching its path MTU' "$TMP/sp.err")" 1 "searches of 10.30.2.2"
+	# A healthy path is done in two probes: the base size and the route's MTU.
+	xfer 10.30.3.2 1000 >/dev/null || fail xfer
+	pm_wait_state 10.30.3.2 searched || fail "healthy destination not searched"
+	assert_eq "$(pm_entry 10.30.3.2 low_mtu)" 1500 "healthy destination's MTU"
+	assert_eq "$(pm_entry 10.30.3.2 probes)" 2 "probes for a healthy destination"
+}
+
+# The server side: the server runs in the cgroup, its client is behind the
+# black hole; route=1. server_download SEARCH_NEW LIMIT_S: 5 MB over HTTP
+# (python3 http.server, curl), fetch 1 must complete within LIMIT_S.
+server_download() {
+	pmtu_topo 1400; make_cgroup
+	mkdir "$TMP/www" && head -c 5000000 /dev/zero >"$TMP/www/f"
+	in_cgroup ip netns exec "$NS_S" python3 -m http.server --bind 10.30.1.1 --directory "$TMP/www" 8080 \
+		>/dev/null 2>&1 &
+	BG_PIDS+=($!); disown
+	for _ in $(seq 50); do ip netns exec "$NS_S" ss -ltn | grep -q ':8080 ' && break; sleep 0.1; done
+	fetch() { ip netns exec "$NS_D" curl -s -o /dev/null -m "$1" -w '%{time_total} %{size_download}\n' \
+		http://10.30.1.1:8080/f; }
+	# Without stackpilot the download stalls for good (tcp_mtu_probing=0).
+	fetch 2 >/dev/null && fail "the download completed without stackpilot: no black hole?"
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	sp_ctl set pmtu.route=1 pmtu.search_new="$1" >/dev/null || fail set
+	local f1 f2
+	f1=$(fetch 12) || fail "fetch 1 did not complete: $(cat "$TMP/sp.err")"
+	f2=$(fetch 12) || fail "fetch 2 did not complete"
+	echo "search_new=$1: fetch 1: $f1; fetch 2: $f2; $(sp_json '.modules.pmtu | {accepts, searches_asked, black_hole_suspects, destinations} | tostring')"
+	set -- "$@" $f1
+	assert_eq "$4" 5000000 "bytes of fetch 1"
+	awk "BEGIN { exit !($3 < $2) }" || fail "fetch 1 took $3 s (limit $2 s)"
+	assert_ge "$(sp_json .modules.pmtu.accepts)" 2 "accepted connections seen"
+	assert_eq "$(pm_entry 10.30.2.2 state)" searched "state of the client's entry"
+	ip -n "$NS_S" route show proto 0xa5 | grep -q '^10.30.2.2 .*mtu 1[34][0-9][0-9]' ||
+		fail "no route MTU to the client: $(ip -n "$NS_S" route show proto 0xa5)"
+}
+
+# The accepted connection asks for a search at once; the route MTU rescues
+# the download already stalled (target: fetch 1 < 1.5 s).
+t_pmtu_server_download_route() {
+	server_download 1 1.5
+	assert_eq "$(sp_json .modules.pmtu.searches_asked)" 1 "searches asked"
+}
+
+# Without the early search, the accepted connection's RTO (no data was ever
+# acked: the first flight is full-size) is the suspect that starts it.
+t_pmtu_server_rto_suspect() {
+	server_download 0 3
+	assert_eq "$(sp_json .modules.pmtu.searches_asked)" 0 "searches asked with search_new=0"
+	assert_ge "$(sp_json .modules.pmtu.black_hole_suspects)" 1 "black-hole suspects"
+}
+
+# enforce=0: learns and reports (would_clamp), clamps nothing, adds no route.
+t_pmtu_enforce_off() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	sp_ctl set pmtu.enforce=0 pmtu.route=1 >/dev/null || fail set
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	pm_wait_state 10.30.2.2 searched || fail "not searched with enforce=0"
+	local low=$(pm_entry 10.30.2.2 low_mtu)
+	set -- $(xfer 10.30.2.2 1000)
+	assert_eq "$2" 1448 "MSS with enforce=0"
+	assert_eq "$(sp_json .modules.pmtu.would_clamp)" 1 "would_clamp"
+	assert_eq "$(sp_json .modules.pmtu.started_with_learned_mss)" 0 "clamped with enforce=0"
+	assert_eq "$(pm_entry 10.30.2.2 route_mtu)" 0 "route MTU in status with enforce=0"
+	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes with enforce=0"
+	sp_ctl set pmtu.enforce=1 >/dev/null || fail set
+	set -- $(xfer 10.30.2.2 1000)
+	assert_eq "$2" $((low - 52)) "MSS once enforce=1"
+}
+
+# An entry remembers what answered: where echo is filtered, its expiry's
+# search starts with SYNs to the same port, spending nothing on echo.
+t_pmtu_research_remembers_method() {
+	pmtu_topo 1400 noecho; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	pm_wait_state 10.30.2.2 searched || fail "not searched: $(cat "$TMP/sp.err")"
+	assert_eq "$(pm_entry 10.30.2.2 method)" syn "method"
+	assert_eq "$(pm_entry 10.30.2.2 port)" 5201 "port"
+	local p1=$(pm_entry 10.30.2.2 probes)
+	sp_ctl set pmtu.interval_s=2 >/dev/null || fail set
+	for _ in $(seq 100); do
+		[ "$(grep -c '10.30.2.2: path MTU' "$TMP/sp.err")" -ge 2 ] && break
+		sleep 0.1
+	done
+	echo "$(grep 10.30.2.2 "$TMP/sp.err")"
+	grep -q '10.30.2.2: entry expired (port 5201); searching its path MTU with TCP SYNs, which answered its last search' \
+		"$TMP/sp.err" || fail "the expiry's search did not start with SYNs"
+	assert_eq "$(grep -c '10.30.2.2 does not answer ICMP echo' "$TMP/sp.err")" 1 "echo fallbacks"
+	grep '10.30.2.2: path MTU' "$TMP/sp.err" | sed -n 2p | grep -q 'by TCP SYN' || fail "second search not by SYN"
+	local p2=$(pm_entry 10.30.2.2 probes)
+	# The first search spent max_probes (3) echo probes that the second did not.
+	[ $((p2 - p1)) -le $((p1 - 3)) ] || fail "second search: $((p2 - p1)) probes, first $p1"
+	[ "$(pm_entry 10.30.2.2 low_mtu)" -gt 1392 ] || fail "re-searched MTU $(pm_entry 10.30.2.2 low_mtu)"
+}
+
+# probes_per_s and max_searches hold: 5 probes a second, one search at a time.
+t_pmtu_rate_limits() {
+	pmtu_topo 1400; make_cgroup
+	# Counted as they reach the router, before its MTU check drops the big ones.
+	ip netns exec "$NS_RT" nft add chain inet bh pre '{ type filter hook prerouting priority -300; }'
+	ip netns exec "$NS_RT" nft add rule inet bh pre icmp type echo-request counter
+	echoes() { ip netns exec "$NS_RT" nft list chain inet bh pre | sed -n 's/.*echo-request counter packets \([0-9]*\).*/\1/p'; }
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	sp_ctl set pmtu.probes_per_s=5 pmtu.max_searches=1 >/dev/null || fail set
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	xfer 10.30.3.2 1000 >/dev/null || fail xfer
+	sleep 1
+	local n1=$(echoes)
+	pm_wait_state 10.30.3.2 searched || fail "second destination not searched: $(cat "$TMP/sp.err")"
+	local p=$(pm_entry 10.30.2.2 probes) n=$(echoes)
+	echo "echo requests after 1 s: $n1, in all $n; probes to 10.30.2.2: $p; $(grep 'pmtu:' "$TMP/sp.err")"
+	assert_eq "$n" $((p + 2)) "echo requests counted (both searches)"
+	# a burst of 5, then 5 a second
+	[ "$n1" -le 11 ] || fail "$n1 probes in the first second with probes_per_s=5"
+	assert_ge "$p" 12 "probes of the black-hole search (else the limit was not tested)"
+	# One at a time: the second search began after the first ended.
+	grep -n '10.30.2.2: path MTU\|10.30.3.2: .*searching' "$TMP/sp.err" | head -1 | grep -q '10.30.2.2: path MTU' ||
+		fail "the second search started while the first ran"
+}
+
+# Why pmtu does not trigger on a receive-side stall: 1.2 s into a download
+# stalled by the black hole (server in S sends full-size segments toward D),
+# the client's socket looks, in every field a detector could use, the same as
+# with a healthy server that sent its headers and then pauses (a long poll, a
+# stream): request acked, one data segment in (the headers), no
+# out-of-order data, no retransmission, rcv_mss never above a small segment,
+# nothing received since. A receiver cannot tell the two apart; searching at
+# the first connection (search_new) is what protects downloads.
+t_pmtu_rx_stall_indistinguishable() {
+	pmtu_topo 1400
+	mkdir "$TMP/www" && head -c 5000000 /dev/zero >"$TMP/www/f"
+	printf '%s\n' 'import http.server, time' \
+		'class H(http.server.BaseHTTPRequestHandler):' \
+		'    def do_GET(self):' \
+		'        self.send_response(200); self.send_header("Content-Length", "1000"); self.end_headers()' \
+		'        self.wfile.flush(); time.sleep(2); self.wfile.write(b"x" * 1000)' \
+		'http.server.HTTPServer(("10.30.1.1", 8081), H).serve_forever()' >"$TMP/pause.py"
+	ip netns exec "$NS_S" python3 -m http.server --bind 10.30.1.1 --directory "$TMP/www" 8080 >/dev/null 2>&1 &
+	BG_PIDS+=($!); disown
+	ip netns exec "$NS_S" python3 "$TMP/pause.py" >/dev/null 2>&1 &
+	BG_PIDS+=($!); disown
+	for _ in $(seq 50); do
+		[ "$(ip netns exec "$NS_S" ss -ltnH | grep -c ':808[01] ')" = 2 ] && break
+		sleep 0.1
+	done
+	rx() {
+		ip netns exec "$NS_D" ss -tinH dst 10.30.1.1 dport = ":$1" | tr -s ' \t\n' ' ' |
+			grep -o ' \(data_segs_in\|rcvmss\|rcv_ooopack\|retrans\|bytes_retrans\|unacked\|lastrcv\):[0-9/]*' | tr -d '\n'
+	}
+	local port info=()
+	for port in 8080 8081; do
+		ip netns exec "$NS_D" curl -s -o /dev/null -m 2.5 "http://10.30.1.1:$port/f" &
+		BG_PIDS+=($!)
+		sleep 1.2
+		info+=("$(rx $port)")
+	done
+	echo "black hole: ${info[0]}; pausing server: ${info[1]}"
+	local lr
+	for lr in "${info[@]}"; do
+		lr=${lr##*lastrcv:}
+		assert_ge "${lr%% *}" 1000 "ms since the client last received"
+	done
+	[ -n "${info[0]}" ] || fail "no client socket seen"
+	assert_eq "${info[0]% lastrcv:*}" "${info[1]% lastrcv:*}" "client socket, black hole vs pausing server"
+	ip netns exec "$NS_D" curl -s -o /dev/null -m 3 http://10.30.1.1:8080/f && fail "download completed: no black hole"
+	return 0
+}
+
+# A dual-stack server (tcptool listens on ::) in the cgroup: its IPv4
+# clients' sockets are IPv4-mapped IPv6; they are keyed and probed as IPv4.
+t_pmtu_server_v4_mapped() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	in_cgroup ip netns exec "$NS_S" "$TCPTOOL" server 5202 >/dev/null &
+	BG_PIDS+=($!); disown
+	sleep 0.3
+	ip netns exec "$NS_D" "$TCPTOOL" client 10.30.1.1 5202 1000 >/dev/null || fail "client in D"
+	pm_wait_state 10.30.2.2 searched || fail "no IPv4 entry for the mapped client: $(sp_json '.modules.pmtu | tostring')"
+	echo "$(sp_json '.modules.pmtu.destinations | tostring')"
+	assert_eq "$(sp_json '.modules.pmtu.destinations | length')" 1 "entries"
+	local low=$(pm_entry 10.30.2.2 low_mtu)
+	[ "$low" -le 1400 ] && [ "$low" -gt 1392 ] || fail "learned MTU $low, path MTU 1400"
+}
+
+# Connections from another network namespace than the loader's cannot be
+# probed from here: said once, and the destination is left alone (no_probe)
+# instead of being asked for at every connection.
+t_pmtu_other_netns() {
+	pmtu_topo 1400; make_cgroup
+	mk_netns "sp-$ID-o"
+	SP_NS=sp-$ID-o sp_start --modules pmtu --cgroup "sp-test-$ID"
+	SP_NS=sp-$ID-o
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	pm_wait_state 10.30.2.2 no_probe || fail "state: $(sp_json '.modules.pmtu | tostring')"
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	xfer 10.30.3.2 1000 >/dev/null || fail xfer
+	sleep 0.3
+	echo "$(cat "$TMP/sp.err")"
+	assert_eq "$(sp_json .modules.pmtu.searches_asked)" 2 "searches asked (one per destination)"
+	assert_eq "$(grep -c 'another network namespace' "$TMP/sp.err")" 1 "log lines"
+	assert_eq "$(pm_entry 10.30.2.2 probes)" 0 "probes"
+}
+
+# While an expired entry is searched again (slowed here to a probe a second),
+# connections still start at its low: it passed, and 1448 would stall.
+t_pmtu_expired_entry_still_clamps() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	pm_wait_state 10.30.2.2 searched || fail "not searched"
+	local low=$(pm_entry 10.30.2.2 low_mtu)
+	sp_ctl set pmtu.probes_per_s=1 pmtu.interval_s=1 >/dev/null || fail set
+	for _ in $(seq 50); do grep -q '10.30.2.2: entry expired' "$TMP/sp.err" && break; sleep 0.1; done
+	grep -q '10.30.2.2: entry expired' "$TMP/sp.err" || fail "no search at expiry: $(cat "$TMP/sp.err")"
+	sleep 1.2	# expired for over a second, its search in flight
+	set -- $(xfer 10.30.2.2 1000000 "" 5)
+	echo "during the search at expiry: $*; $(sp_json '.modules.pmtu.destinations | tostring')"
+	[ -n "${1:-}" ] || fail "connection during the search at expiry did not complete"
+	assert_eq "$2" $((low - 52)) "MSS during the search at expiry"
+	grep -q '10.30.2.2: path MTU.*' <(grep -A100 'entry expired' "$TMP/sp.err") && fail "the search at expiry was over: not tested"
+	return 0
 }

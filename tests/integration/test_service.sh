@@ -114,6 +114,7 @@ t_install_tree() {
 	(cd "$d" && find . -type f -printf '%m %p\n' | sort) >"$TMP/tree"
 	cat >"$TMP/want" <<-'END'
 	644 ./etc/iproute2/rt_protos.d/stackpilot.conf
+	644 ./etc/stackpilot/stackpilot.conf
 	644 ./usr/local/lib/systemd/system/stackpilot.service
 	644 ./usr/local/share/bash-completion/completions/stackpilot
 	644 ./usr/local/share/man/man8/stackpilot-fragguard.8
@@ -125,8 +126,18 @@ t_install_tree() {
 	END
 	diff "$TMP/want" "$TMP/tree" || fail "installed tree differs"
 	assert_eq "$("$d/usr/local/sbin/stackpilot" --version)" "$("$ROOT/build/stackpilot" --version)" "installed --version"
-	grep -qx 'ExecStart=/usr/local/sbin/stackpilot run --cgroup /' "$d/usr/local/lib/systemd/system/stackpilot.service" ||
+	grep -qx 'ExecStart=/usr/local/sbin/stackpilot run --config /etc/stackpilot/stackpilot.conf' "$d/usr/local/lib/systemd/system/stackpilot.service" ||
 		fail "ExecStart: $(grep ExecStart= "$d/usr/local/lib/systemd/system/stackpilot.service")"
+	grep -qx 'ExecReload=/bin/kill -HUP $MAINPID' "$d/usr/local/lib/systemd/system/stackpilot.service" || fail "no ExecReload"
+	"$d/usr/local/sbin/stackpilot" check-config "$d/etc/stackpilot/stackpilot.conf" >/dev/null || fail "installed config does not validate"
+	# An operator's config is never overwritten by an install, nor removed by an uninstall.
+	echo "# mine" >>"$d/etc/stackpilot/stackpilot.conf"
+	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install again"
+	tail -1 "$d/etc/stackpilot/stackpilot.conf" | grep -qx '# mine' || fail "install overwrote the config"
+	make -s -C "$ROOT" uninstall PREFIX=/usr/local DESTDIR="$d" || fail "make uninstall"
+	[ -f "$d/etc/stackpilot/stackpilot.conf" ] || fail "uninstall removed a changed config"
+	rm "$d/etc/stackpilot/stackpilot.conf" && rmdir "$d/etc/stackpilot"
+	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install"
 	# The number pmtu marks its routes with is the one named.
 	local n=$(printf '%d' "$(sed -n 's/^#define RTPROT_STACKPILOT[[:space:]]*\(0x[0-9a-f]*\).*/\1/p' "$ROOT/src/pmtu.h")")
 	assert_eq "$(grep -v '^#' "$d/etc/iproute2/rt_protos.d/stackpilot.conf" | tr -s '\t ' ' ')" "$n stackpilot" "rt_protos.d entry"
@@ -279,6 +290,9 @@ t_bash_completion() {
 	assert_eq "$(comp stackpilot set rehash.pro)" "rehash.prob= rehash.probe_rtts=" "set key"
 	assert_eq "$(comp stackpilot get --pin-path /tmp fragguard.enf)" "fragguard.enforce" "get key after an option"
 	assert_eq "$(comp stackpilot tunables pm)" "pmtu" "module of tunables"
+	assert_eq "$(comp stackpilot che)" "check-config" "check-config"
+	assert_eq "$(comp stackpilot run --conf)" "--config" "run --config"
+	assert_eq "$(comp stackpilot status --cg)" "--cgroup" "status --cgroup"
 	# Every key `get --help` knows is offered.
 	local all=$(comp stackpilot get "" | tr ' ' '\n' | sort)
 	assert_eq "$all" "$("$SP" get --help | sed -n 's/^  \([a-z0-9_]*\.[a-z0-9_]*\) .*/\1/p' | sort)" "all keys"
@@ -306,9 +320,13 @@ t_readme_install() {
 			systemctl --root="$d" enable stackpilot 2>/dev/null || fail "systemctl --root enable"
 			[ "$(readlink "$d/etc/systemd/system/multi-user.target.wants/stackpilot.service")" = \
 			  /usr/local/lib/systemd/system/stackpilot.service ] || fail "not enabled"
+			# The installed config, on the test's cgroup and pins instead of the host's root.
 			exec=$(sed -n 's/^ExecStart=//p' "$unit")
+			sed -e "s|^\[cgroup /\]|[cgroup sp-test-$ID]|" -e "s|^#pin-path = .*|pin-path = $PIN|" \
+				"$d/etc/stackpilot/stackpilot.conf" >"$TMP/sp.conf"
+			grep -q "^\[cgroup sp-test-$ID\]" "$TMP/sp.conf" || fail "installed config has no [cgroup /]"
 			start_raw env "$(journal_env "$TMP/sp.err")" setpriv --bounding-set "-all,$(unit_caps "$unit")" --inh-caps -all -- \
-				$d$exec --cgroup "sp-test-$ID" --pin-path "$PIN"
+				$d${exec%% --config *} --config "$TMP/sp.conf" --state-dir "$TMP/state"
 			grep -q '^<4>stackpilot: warning: ' "$TMP/sp.err" || fail "no warning with its priority: $(cat "$TMP/sp.err")"
 			grep -v '^<[3467]>' "$TMP/sp.err" && fail "a log line without its priority"
 			;;

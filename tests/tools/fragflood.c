@@ -8,6 +8,8 @@
  * "complete": whole datagrams of 2 x SIZE bytes instead, two per source (the
  * cheapest way for a spoofer to complete datagrams and look legitimate).
  * DST and SRC are IPv4 or IPv6 addresses (IPv6: the prefix may be up to 128).
+ * FRAGFLOOD_SEED=N in the environment fixes the datagram ids (and spoofed
+ * sources): a second flood with the same seed sends duplicates.
  * Raw socket with its own IP header: root, and only inside a test namespace.
  */
 #include <arpa/inet.h>
@@ -103,7 +105,8 @@ int main(int argc, char **argv)
 		perror("fragflood: raw socket");
 		return 1;
 	}
-	srandom(getpid() ^ time(NULL));
+	srandom(getenv("FRAGFLOOD_SEED") ? (unsigned int)atoi(getenv("FRAGFLOOD_SEED")) :
+		getpid() ^ time(NULL));
 	memset(buf, 0xa5, sizeof(buf));
 	if (v6) {
 		struct ip6_hdr *ip6 = (void *)buf;

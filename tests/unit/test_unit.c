@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "sp.h"
+#include "config.h"
 
 static int failures;
 
@@ -332,6 +333,50 @@ static void test_cgroup_input(void)
 	CHECK("cgroup_root_by_slash", !sp_resolve_cgroup("/", buf, sizeof(buf)) && buf[0] == '/');
 }
 
+/* Config files: pin folder names, values and where an error is. */
+static void test_config(void)
+{
+	static struct sp_config c;
+	char name[256], path[] = "/tmp/sp-unit-config.XXXXXX", err[256] = "";
+	const struct sp_module *m;
+	const struct sp_tunable *t;
+	int fd;
+	FILE *f;
+
+	CHECK("cgname_systemd", !sp_cgroup_pin_name("system.slice/nginx.service", name, sizeof(name)) &&
+	      !strcmp(name, "system+slice:nginx+service"));
+	CHECK("cgname_root", !sp_cgroup_pin_name("/", name, sizeof(name)) && !strcmp(name, ":"));
+	/* What stands for '/' and '.' is escaped where it is itself: no two paths share a name. */
+	CHECK("cgname_escapes", !sp_cgroup_pin_name("a:b+c%d e", name, sizeof(name)) &&
+	      !strcmp(name, "a%3ab%2bc%25d%20e"));
+	CHECK("cgname_no_dot", !sp_cgroup_pin_name("x.y/z", name, sizeof(name)) && !strchr(name, '.'));
+	CHECK("cgarg_forms", !sp_cgroup_arg_name("/a.b/c", name, sizeof(name)) && !strcmp(name, "a+b:c") &&
+	      !sp_cgroup_arg_name("a.b/c", name, sizeof(name)) && !strcmp(name, "a+b:c"));
+	CHECK("cgarg_dotdot", sp_cgroup_arg_name("a/../b", name, sizeof(name)) == -1);
+	fd = mkstemp(path);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f) {
+		CHECK("config_tmpfile", 0);
+		return;
+	}
+	fputs("log-level = debug  # comment\n[cgroup a/b.service]\nmodules = rehash , tcpstats\n"
+	      "rehash.prob = 0x21\n\n; another comment\n[cgroup /]\n", f);
+	fclose(f);
+	CHECK("config_load", !sp_config_load(path, &c) && c.nr_cgroups == 2 && c.log_level == SP_LOG_DEBUG);
+	t = sp_tunable_find("rehash.prob", &m);
+	CHECK("config_value", t && sp_cfg_value(&c.cg[0], m, t) == 33 && sp_cfg_value(&c.cg[1], m, t) == t->def);
+	CHECK("config_default_modules", c.cg[1].modules && !strcmp(c.cg[0].name, "a:b+service"));
+	f = fopen(path, "w");
+	fputs("[cgroup a]\nmodules = tcpstats\n\nrehash.prob = 1\n", f);
+	fclose(f);
+	sp_err_capture = err;
+	sp_err_capture_len = sizeof(err);
+	CHECK("config_error_line", sp_config_load(path, &c) == -1 && !strncmp(err, path, strlen(path)) &&
+	      !strncmp(err + strlen(path), ":4: rehash.prob", 15));
+	sp_err_capture = NULL;
+	unlink(path);
+}
+
 int main(int argc, char **argv)
 {
 	/* run.sh runs us from the repository root; a path may be given. */
@@ -347,6 +392,7 @@ int main(int argc, char **argv)
 	test_report();
 	test_instances();
 	test_cgroup_input();
+	test_config();
 	test_readme_tunables(readme);
 	return failures ? 1 : 0;
 }

@@ -1,0 +1,81 @@
+# SPDX-License-Identifier: GPL-2.0
+# run --config (issue 12): what many cgroups in one process cost. Start-up
+# with 1 and with N cgroups (alternating rounds), SIGHUP to "reloaded" with
+# one value changed, a cgroup made to its programs attached, and the CPU
+# time of an idle run whose N cgroups do not exist (the 200 ms stat check).
+ROUNDS=${ROUNDS:-5}
+N=${N:-32}
+
+make_cgroup
+on_exit 'for d in "$CG"/*/; do rmdir "$d"; done'
+for i in $(seq "$N"); do mkdir "$CG/c$i"; done
+
+conf_n() { # conf_n COUNT [PREFIX]: COUNT sections of cgroups PREFIXi
+	echo "pin-path = $PIN"
+	for i in $(seq "$1"); do
+		printf '[cgroup sp-test-%s/%s%d]\nmodules = tcpstats,rehash\nrehash.prob = 30\n' "$ID" "${2:-c}" "$i"
+	done
+}
+now() { date +%s.%N; }
+median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+# Seconds from exec to the "attached" line.
+start_secs() {
+	local t0=$(now)
+	: >"$TMP/sp.err"
+	sp_spawn "$SP" run --config "$TMP/c.conf" --interval 0 --state-dir "$TMP/state"
+	echo "$(now) - $t0" | bc -l
+}
+
+: >"$TMP/s1"; : >"$TMP/sN"; : >"$TMP/r1"; : >"$TMP/rN"
+for r in $(seq "$ROUNDS"); do
+	for n in 1 "$N"; do
+		conf_n "$n" >"$TMP/c.conf"
+		start_secs >>"$TMP/s$([ "$n" = 1 ] && echo 1 || echo N)"
+		# Reload with one value changed: SIGHUP to the "reloaded" line.
+		sed -i '0,/rehash.prob = 30/s//rehash.prob = 31/' "$TMP/c.conf"
+		local_n=$(grep -c reloaded "$TMP/sp.err")
+		t0=$(now); kill -HUP "$SP_PID"
+		while [ "$(grep -c reloaded "$TMP/sp.err")" = "$local_n" ]; do sleep 0.002; done
+		echo "$(now) - $t0" | bc -l >>"$TMP/r$([ "$n" = 1 ] && echo 1 || echo N)"
+		sp_stop
+	done
+done
+
+# A cgroup made while the run waits for it: mkdir to its programs attached.
+conf_n 1 w >"$TMP/c.conf"
+sp_spawn "$SP" run --config "$TMP/c.conf" --interval 0 --state-dir "$TMP/state"
+: >"$TMP/appear"
+for r in $(seq "$ROUNDS"); do
+	t0=$(now); mkdir "$CG/w1"
+	until bpftool cgroup show "$CG/w1" 2>/dev/null | grep -q sp_rehash; do sleep 0.005; done
+	echo "$(now) - $t0" | bc -l >>"$TMP/appear"
+	rmdir "$CG/w1"
+	while [ -e "$PIN/sp-test-$ID:w1" ]; do sleep 0.01; done
+done
+sp_stop
+
+# CPU time (utime + stime, clock ticks) of a run in 10 s: N waiting cgroups vs N attached.
+cpu10() {
+	local a b
+	sp_spawn "$SP" run --config "$TMP/c.conf" --interval 0 --state-dir "$TMP/state"
+	sleep 1
+	a=$(awk '{ print $14 + $15 }' "/proc/$SP_PID/stat"); sleep 10
+	b=$(awk '{ print $14 + $15 }' "/proc/$SP_PID/stat")
+	sp_stop
+	echo $((b - a))
+}
+conf_n "$N" w >"$TMP/c.conf"; cw=$(cpu10)
+conf_n "$N" >"$TMP/c.conf"; ca=$(cpu10)
+
+s1=$(median <"$TMP/s1") sN=$(median <"$TMP/sN") r1=$(median <"$TMP/r1") rN=$(median <"$TMP/rN")
+echo "## run --config: $N cgroups in one process ($ROUNDS rounds, medians)"
+echo
+echo "| what | 1 cgroup | $N cgroups | ratio |"
+echo "|---|---|---|---|"
+printf '| start to attached (s) | %.3f | %.3f | %.1f |\n' "$s1" "$sN" "$(echo "$sN / $s1" | bc -l)"
+printf '| SIGHUP to reloaded, one value changed (s) | %.4f | %.4f | %.1f |\n' "$r1" "$rN" "$(echo "$rN / $r1" | bc -l)"
+echo
+printf 'A cgroup made to its programs attached: median %.3f s (max %.3f s).\n' \
+	"$(median <"$TMP/appear")" "$(sort -g "$TMP/appear" | tail -1)"
+echo "CPU of the run in 10 s idle: $cw ticks with $N cgroups waiting, $ca ticks with $N attached (USER_HZ $(getconf CLK_TCK))."
