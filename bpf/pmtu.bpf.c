@@ -55,10 +55,25 @@ struct {
 	__uint(max_entries, 64 * 1024);
 } pmtu_events SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ask_bucket);
+} pmtu_ask_bucket SEC(".maps");
+
+/* Credit in ns: an ask costs 1 s / searches_per_s. CPUs race on it: the
+ * limit is approximate, the bound holds within a few asks. */
+struct ask_bucket {
+	__u64 ns;
+	__u64 avail;
+};
+
 struct sk_state {
 	__u64 acked_at_rto;	/* bytes_acked at the last RTO */
 	__u8 learned;
 	__u8 suspected;
+	__u8 passive;
 };
 
 struct {
@@ -69,7 +84,7 @@ struct {
 } pmtu_sk SEC(".maps");
 
 struct cfg {
-	__u32 prefix4, prefix6, learn_bytes, enforce, search_new;
+	__u32 prefix4, prefix6, learn_bytes, enforce, search_new, searches_per_s;
 	__u64 interval_ns;
 };
 
@@ -86,6 +101,24 @@ static __always_inline void read_cfg(struct cfg *c)
 	c->interval_ns = (__u64)m.interval_s * 1000000000;
 	c->enforce = m.enforce;
 	c->search_new = m.search_new;
+	c->searches_per_s = m.searches_per_s;
+}
+
+static __always_inline bool ask_token(const struct cfg *c, __u64 now)
+{
+	__u32 zero = 0;
+	struct ask_bucket *b = bpf_map_lookup_elem(&pmtu_ask_bucket, &zero);
+	__u64 cost, avail;
+
+	if (!b)
+		return true;
+	cost = 1000000000ULL / (c->searches_per_s ? c->searches_per_s : 1);
+	avail = b->avail + (now - b->ns);
+	if (avail > cost * SP_PM_ASK_BURST)
+		avail = cost * SP_PM_ASK_BURST;
+	b->ns = now;
+	b->avail = avail >= cost ? avail - cost : avail;
+	return avail >= cost;
 }
 
 /*
@@ -135,15 +168,30 @@ static __always_inline int make_key(struct bpf_sock_ops *skops, const struct cfg
 	return local;
 }
 
-/* The MTU a connection's full-size segments use: payload + TCP header with options + IP. */
-static __always_inline __u32 conn_mtu(struct bpf_sock_ops *skops, __u32 family)
+/*
+ * The MTU a connection's full-size segments use: payload + TCP header with
+ * options + extension headers + IP. With path_only, 0 unless the path bounds
+ * it (tcp_sync_mss: the route's MTU, icsk_pmtu_cookie, or the kernel's own
+ * probing's search_low): a peer's advertised MSS, its window
+ * (tcp_bound_to_half_wnd) or a user's TCP_MAXSEG bound it lower, and then
+ * what passed says nothing about the path. Learned as low, a peer's MSS 536
+ * would start every later connection to that host (any port, any prefix
+ * sharer) at 536 for interval_s (t_pmtu_peer_mss_not_learned).
+ */
+static __always_inline __u32 conn_mtu(struct bpf_sock_ops *skops, __u32 family, bool path_only)
 {
 	struct bpf_sock *bsk = skops->sk;
 	struct tcp_sock *tp;
+	__u32 mtu;
 
 	if (!bsk || !(tp = bpf_skc_to_tcp_sock(bsk)))
 		return 0;
-	return skops->mss_cache + tp->tcp_header_len + (family == AF_INET ? 20 : 40);
+	mtu = skops->mss_cache + tp->tcp_header_len + tp->inet_conn.icsk_ext_hdr_len +
+	      (family == AF_INET ? 20 : 40);
+	if (path_only && mtu != tp->inet_conn.icsk_pmtu_cookie &&
+	    mtu != (__u32)tp->inet_conn.icsk_mtup.search_low)
+		return 0;
+	return mtu;
 }
 
 static __always_inline bool fresh(const struct sp_pmtu_entry *e, const struct cfg *c, __u64 now)
@@ -171,6 +219,12 @@ static __always_inline void ask(struct bpf_sock_ops *skops, const struct cfg *c,
 			return;	/* known, or searched without an answer: wait for expiry */
 		if (now - e->asked_ns < SP_PM_ASK_RETRY_NS)
 			return;
+	}
+	if (!ask_token(c, now)) {
+		sp_count(&pmtu_ctr, SP_PM_ASKS_LIMITED, 1);
+		return;
+	}
+	if (e) {
 		/* Two CPUs may both pass here: the loader drops the duplicate. */
 		e->asked_ns = now;
 	} else {
@@ -243,11 +297,17 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 		return;
 	s->learned = 1;
 	make_key(skops, &c, &k, full);
-	mtu = conn_mtu(skops, k.family);
+	mtu = conn_mtu(skops, k.family, true);
 	if (!mtu)
 		return;
 	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
 	if (!e) {
+		/* A server's clients make no entries: they would be the LRU's
+		 * churn at whatever rate clients come (a client of an IPv6 /64
+		 * has 2^64 addresses), and an accepted connection is never
+		 * clamped. They are searched (rate-limited) instead. */
+		if (s->passive)
+			return;
 		fresh.low = mtu;
 		fresh.updated_ns = bpf_ktime_get_ns();
 		bpf_map_update_elem(&pmtu_dsts, &k, &fresh, BPF_NOEXIST);
@@ -287,12 +347,14 @@ static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *
 	}
 	read_cfg(&c);
 	make_key(skops, &c, &ev->key, ev->dst);
-	mtu = conn_mtu(skops, ev->key.family);
+	mtu = conn_mtu(skops, ev->key.family, false);
 	e = bpf_map_lookup_elem(&pmtu_dsts, &ev->key);
 	/* Known to pass: congestion, not MTU. Searched and fresh: the search
-	 * has said all it can (and set the route, with route=1). */
+	 * has said all it can (and set the route, with route=1). Unless the
+	 * third RTO in a row: what passed may not any more. */
 	if (!mtu || (e && (e->low >= mtu || (e->state == SP_PM_S_SEARCHED &&
-					     fresh(e, &c, bpf_ktime_get_ns()))))) {
+					     fresh(e, &c, bpf_ktime_get_ns()))) &&
+		     (skops->args[0] < 2 || bpf_ktime_get_ns() - e->updated_ns < SP_PM_RECHECK_NS))) {
 		bpf_ringbuf_discard(ev, 0);
 		return;
 	}
@@ -318,8 +380,8 @@ int sp_pmtu(struct bpf_sock_ops *skops)
 		on_connect(skops, true);
 		/* fall through */
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
-		if (bsk)
-			bpf_sk_storage_get(&pmtu_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+		if (bsk && (s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE)))
+			s->passive = skops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB;
 		sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG | BPF_SOCK_OPS_RTT_CB_FLAG);
 		return 1;
 	case BPF_SOCK_OPS_RTT_CB:

@@ -296,6 +296,7 @@ enum sp_pm_ctr {
 	SP_PM_ACCEPTS,		/* passive opens seen */
 	SP_PM_ASKED,		/* searches asked at a first connection, before any stall */
 	SP_PM_WOULD_CLAMP,	/* enforce=0: connections that would have been clamped */
+	SP_PM_ASKS_LIMITED,	/* new destinations not asked for: ask rate (SP_PM_ASK_BURST) */
 	SP_PM_NR,
 };
 
@@ -317,6 +318,16 @@ enum sp_pm_method {
 /* A new destination whose search was asked is asked again after this when it
  * is still unknown (the loader may have dropped the ask: queue full). */
 #define SP_PM_ASK_RETRY_NS	(5ULL * 1000000000)
+/* Asks (and the entries they make) are a token bucket of searches_per_s with
+ * this burst, the loader's queue: more would only be dropped there, and each
+ * is an entry of the LRU map that a server's clients could otherwise churn,
+ * evicting what was learned (t_pmtu_ask_flood_keeps_entries). */
+#define SP_PM_ASK_BURST		64
+/* A connection clamped to a known-good low that still takes its third RTO
+ * in a row (args[0] of RTO_CB: the RTOs before it) suspects the path shrank
+ * below low: its entry is searched again from the base size, at most once
+ * per this (t_pmtu_path_shrinks_below_low). */
+#define SP_PM_RECHECK_NS	(5ULL * 1000000000)
 
 #define SP_PMTU_TUNABLES(X, ctx) \
 	X(ctx, prefix4, 0, 32, 32, SP_OOR_CLAMP, \

@@ -155,6 +155,7 @@ static const struct sp_counter counters[SP_PM_NR] = {
 	[SP_PM_ACCEPTS] = { "accepts", "passive opens seen" },
 	[SP_PM_ASKED] = { "searches_asked", "first connections to a destination not known: search asked" },
 	[SP_PM_WOULD_CLAMP] = { "would_clamp", "enforce=0: connections that would have started with a learned MSS" },
+	[SP_PM_ASKS_LIMITED] = { "asks_limited", "new destinations not asked for: more than searches_per_s (burst 64)" },
 };
 static const char *const states[] = { "learned", "suspect", "searched", "no_probe", "asked" };
 static const char *const methods[] = { "", "echo", "syn" };

@@ -33,7 +33,9 @@ struct pmtu_probe {
 
 struct sp_watch;
 struct pmtu_search;	/* pmtu_search.c */
-struct pmtu_route { struct sp_pmtu_key key; __u32 dst[4]; int family; };
+/* under: the MTU toward dst before our route (mtu) was added, the ceiling of
+ * the next search: our own route must not cap the search that decides it. */
+struct pmtu_route { struct sp_pmtu_key key; __u32 dst[4]; int family; __u32 mtu, under; };
 
 /* One instance of the module: what start() allocates and stop() frees. */
 struct pmtu_state {
@@ -63,6 +65,7 @@ __u64 pmtu_now_ns(void);
 void pmtu_read_cfg(struct pmtu_state *st, struct sp_pmtu_cfg *c);
 
 __u32 pmtu_route_mtu(int family, const __u32 *dst);
+bool pmtu_dst_is_local(int family, const __u32 *dst);
 /* 1: sent, watch p->fd; 0: could not leave (bigger than our link), a loss; -1: error. */
 int pmtu_probe_send(struct pmtu_state *st, struct pmtu_probe *p, int method, int family,
 		    const __u32 *dst, __u16 dport, __u32 mtu);
@@ -74,6 +77,9 @@ void pmtu_probe_close(struct pmtu_probe *p);
 /* 0 added, 1 refrained (a route we did not make decides), or -errno. */
 int pmtu_route_set(struct pmtu_state *st, const struct sp_pmtu_key *key, int family,
 		   const __u32 *dst, __u32 mtu);
+/* The MTU toward dst as if our route to it were not there (the kernel's otherwise). */
+__u32 pmtu_route_ceiling(struct pmtu_state *st, const struct sp_pmtu_key *key, int family,
+			 const __u32 *dst);
 void pmtu_route_forget(struct pmtu_state *st, const struct sp_pmtu_key *key);
 void pmtu_route_forget_all(struct pmtu_state *st);
 /* Delete our route to dst (only one of our protocol); 0 or -errno. */

@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <netinet/ip_icmp.h>
 #include <netinet/icmp6.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include "pmtu.h"
 
@@ -78,6 +79,16 @@ static int local_addr(int family, const __u32 *dst, __u32 *src)
 	return err;
 }
 
+/* One of our own addresses (not loopback's 127/8 or ::1, which the BPF side
+ * skips): its route is lo's, 65536 bytes, whose search cost about 20 probes
+ * of up to 64 KB to ourselves. */
+bool pmtu_dst_is_local(int family, const __u32 *dst)
+{
+	__u32 src[4] = {};
+
+	return !local_addr(family, dst, src) && !memcmp(src, dst, family == AF_INET ? 4 : 16);
+}
+
 /* A raw socket whose packets carry DF, sizes above the cached path MTU allowed. */
 static int probe_socket(int family, int proto)
 {
@@ -89,6 +100,17 @@ static int probe_socket(int family, int proto)
 		setsockopt(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP,
 			   v6 ? IPV6_MTU_DISCOVER : IP_MTU_DISCOVER, &pmtud, sizeof(pmtud));
 	return fd;
+}
+
+/* What a forger must guess (echo id, SYN sequence and port): never random(),
+ * which nobody seeds here and so repeats the same numbers at every run. */
+static __u32 unguessable(void)
+{
+	__u32 v;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
+		v = random() ^ pmtu_now_ns();
+	return v;
 }
 
 static __u16 csum_fold(__u32 sum)
@@ -113,7 +135,8 @@ static void build_echo(struct pmtu_probe *p, __u16 seq)
 {
 	unsigned char *buf = p->buf;
 
-	p->id = getpid() & 0xffff;
+	/* Not the pid: a forger who knows it could answer every sequence number. */
+	p->id = unguessable() & 0xffff;
 	p->seq = seq;
 	memset(buf, 0x5a, p->len);
 	if (p->family == AF_INET6) {
@@ -150,8 +173,8 @@ static int build_syn(struct pmtu_probe *p)
 
 	if (!p->dport || p->len < 20 || local_addr(p->family, p->dst, src))
 		return -1;
-	p->tcp_seq = random();
-	p->sport = 33000 + random() % 28000;
+	p->tcp_seq = unguessable();
+	p->sport = 33000 + unguessable() % 28000;
 	memset(buf, 0, p->len);
 	*(__u16 *)buf = htons(p->sport);
 	*(__u16 *)(buf + 2) = htons(p->dport);
@@ -202,17 +225,24 @@ lost:
 	return 0;
 }
 
-static int echo_match(const struct pmtu_probe *p, ssize_t n)
+/*
+ * An echo reply proves the size only if it is the destination's and as big
+ * as the probe (a reply echoes it whole): small replies forged by another
+ * host made every size pass (t_pmtu_forged_echo_replies).
+ */
+static int echo_match(const struct pmtu_probe *p, ssize_t n, const struct sockaddr_storage *from)
 {
 	unsigned char *buf = p->buf;
 
 	if (p->family == AF_INET6) {
 		struct icmp6_hdr *h = (void *)buf;
 
-		return n >= 8 && h->icmp6_type == ICMP6_ECHO_REPLY &&
+		return n == (ssize_t)p->len && h->icmp6_type == ICMP6_ECHO_REPLY &&
+		       !memcmp(&((struct sockaddr_in6 *)from)->sin6_addr, p->dst, 16) &&
 		       ntohs(h->icmp6_id) == p->id && ntohs(h->icmp6_seq) == p->seq;
 	}
-	if (n < 28)
+	/* IPv4 raw sockets see the IP header. */
+	if (n < 28 || n - (buf[0] & 0xf) * 4 != (ssize_t)p->len || memcmp(buf + 12, p->dst, 4))
 		return 0;
 	struct icmphdr *h = (void *)(buf + (buf[0] & 0xf) * 4);
 
@@ -253,7 +283,7 @@ int pmtu_probe_answered(struct pmtu_probe *p)
 			return 0;
 		if (n < 0)
 			continue;	/* a queued ICMP error: keep waiting for an answer */
-		if (p->method == PM_SYN ? syn_match(p, n, &from) : echo_match(p, n))
+		if (p->method == PM_SYN ? syn_match(p, n, &from) : echo_match(p, n, &from))
 			return 1;
 	}
 }

@@ -208,11 +208,24 @@ void pmtu_route_forget_all(struct pmtu_state *st)
 		pmtu_route_forget(st, &st->routes[0].key);
 }
 
+__u32 pmtu_route_ceiling(struct pmtu_state *st, const struct sp_pmtu_key *key, int family,
+			 const __u32 *dst)
+{
+	__u32 mtu = pmtu_route_mtu(family, dst);
+
+	/* Below our route's MTU: the kernel learned less since (an ICMP), which holds. */
+	for (int i = 0; i < st->nr_routes; i++)
+		if (!memcmp(&st->routes[i].key, key, sizeof(*key)) && mtu >= st->routes[i].mtu)
+			return st->routes[i].under ? st->routes[i].under : mtu;
+	return mtu;
+}
+
 int pmtu_route_set(struct pmtu_state *st, const struct sp_pmtu_key *key, int family,
 		   const __u32 *dst, __u32 mtu)
 {
 	struct pmtu_route *r;
 	char a[INET6_ADDRSTRLEN], why[128];
+	__u32 under;
 	int err;
 
 	inet_ntop(family, dst, a, sizeof(a));
@@ -222,6 +235,9 @@ int pmtu_route_set(struct pmtu_state *st, const struct sp_pmtu_key *key, int fam
 	}
 	if (st->nr_routes == PMTU_MAX_ROUTES)
 		return -ENOSPC;
+	/* The ceiling of the next search, measured before our route is there
+	 * (callers forget our previous one first). */
+	under = pmtu_route_mtu(family, dst);
 	/* On disk before the change: a killed run's route is found and removed. */
 	if (sp_state_add("route %s", a))
 		return -EIO;
@@ -234,6 +250,8 @@ int pmtu_route_set(struct pmtu_state *st, const struct sp_pmtu_key *key, int fam
 	r->key = *key;
 	memcpy(r->dst, dst, 16);
 	r->family = family;
+	r->mtu = mtu;
+	r->under = under;
 	sp_log(SP_LOG_INFO, "pmtu: route to %s with mtu %u added", a, mtu);
 	return 0;
 }

@@ -36,6 +36,7 @@ struct pmtu_search {
 	struct pmtu_state *st;
 	bool active;
 	bool bisect;		/* past the base size: the method is known */
+	bool verify;		/* nothing above the base passed: is the base still answered? */
 	bool throttled;		/* the timer waits for a probe token, not an answer */
 	struct sp_pmtu_event ev;
 	struct sp_pmtu_cfg c;
@@ -116,10 +117,31 @@ static void give_up(struct pmtu_search *s)
 	s->active = false;
 }
 
+/* The base size answered at the start and not at the end: what was lost
+ * says nothing of the path's MTU. The entry keeps what it had (a low that
+ * passed still clamps) and is asked for again. */
+static void lost_path(struct pmtu_search *s)
+{
+	sp_log(SP_LOG_WARN, "pmtu: %s stopped answering %u-byte probes during its search "
+	       "(link down or route changed?): nothing learned", s->a, s->floor_mtu);
+	s->active = false;
+}
+
 /* The next size between low and high, or the end of the search. */
 static bool next_size(struct pmtu_search *s)
 {
 	if (s->high - s->low < s->c.threshold || s->sent >= MAX_SENT) {
+		/* Every size above the base lost: a path at the base size, or one
+		 * that went away during the search (a link down, a route
+		 * changed). The base size again tells which; without it a
+		 * transient fault is learned as base_mss for interval_s
+		 * (t_pmtu_path_lost_during_search). */
+		if (s->low == s->floor_mtu && !s->verify) {
+			s->verify = true;
+			s->size = s->floor_mtu;
+			s->tries = 0;
+			return true;
+		}
 		finish(s);
 		return false;
 	}
@@ -146,7 +168,10 @@ static bool advance(struct pmtu_search *s, bool answered)
 			s->timeout_ms = rtt4 < 20 ? 20 : rtt4 > s->c.probe_timeout_ms ?
 							 s->c.probe_timeout_ms : rtt4;
 			bpf_map_lookup_elem(dsts_fd(s->st), &s->ev.key, &e);
-			s->low = e.low > s->floor_mtu && e.low <= s->ceil_mtu ? e.low : s->floor_mtu;
+			/* A stall at or below low: low is what is in doubt. */
+			s->low = e.low > s->floor_mtu && e.low <= s->ceil_mtu &&
+				 !(s->ev.kind == SP_PM_EV_STALL && s->ev.mtu && s->ev.mtu <= e.low)
+				 ? e.low : s->floor_mtu;
 			s->high = s->ceil_mtu + 1;
 			s->bisect = true;
 			/* Most paths carry their route's MTU: try it first, within the step bound. */
@@ -178,6 +203,10 @@ static bool advance(struct pmtu_search *s, bool answered)
 	 * the bisection still ends within threshold of it, and a black hole
 	 * costs max_probes - 1 probes less (with the defaults and a 1500-byte
 	 * route: 20 probes at most, whatever the path). */
+	if (s->verify && !answered && s->tries >= s->c.max_probes) {
+		lost_path(s);
+		return false;
+	}
 	if (answered)
 		s->low = s->size;
 	else if (s->tries < (s->size == s->ceil_mtu ? 1 : s->c.max_probes))
@@ -272,7 +301,12 @@ static bool wanted(struct pmtu_state *st, const struct sp_pmtu_event *ev)
 	if (pmtu_now_ns() - e.updated_ns > (__u64)c.interval_s * NS)
 		return true;
 	/* Searched: all a search can say is said (and the route set). No answer:
-	 * each try costs max_probes timeouts per method, not again before expiry. */
+	 * each try costs max_probes timeouts per method, not again before expiry.
+	 * Unless a connection at or below its low stalls (the BPF side sends
+	 * that only at a third RTO in a row, once per SP_PM_RECHECK_NS). */
+	if (ev->kind == SP_PM_EV_STALL && ev->mtu && ev->mtu <= e.low &&
+	    pmtu_now_ns() - e.updated_ns >= SP_PM_RECHECK_NS)
+		return true;
 	if (e.state == SP_PM_S_SEARCHED || e.state == SP_PM_S_NOPROBE)
 		return false;
 	/* A new destination a connection has proved meanwhile needs no probes;
@@ -317,10 +351,14 @@ static bool begin(struct pmtu_state *st, struct pmtu_search *s, const struct sp_
 	s->floor_mtu = s->c.base_mss + (s->ev.key.family == AF_INET ? 40 : 60);
 	if (s->ev.key.family == AF_INET6 && s->floor_mtu < 1280)
 		s->floor_mtu = 1280;	/* IPv6's minimum MTU always passes */
-	s->ceil_mtu = pmtu_route_mtu(s->ev.key.family, s->ev.dst);
+	/* Not our own route's MTU: at expiry it would cap the search at the old
+	 * result, the route would be dropped as "the path carries the route's
+	 * MTU" while the black hole is still there, and a path that grew would
+	 * never be found (t_pmtu_path_grows_under_our_route). */
+	s->ceil_mtu = pmtu_route_ceiling(st, &s->ev.key, s->ev.key.family, s->ev.dst);
 	if (!s->ceil_mtu)
 		return false;
-	if (s->ceil_mtu <= s->floor_mtu) {
+	if (s->ceil_mtu <= s->floor_mtu || pmtu_dst_is_local(s->ev.key.family, s->ev.dst)) {
 		/* Nothing to search above our own route's MTU: the kernel uses it already. */
 		save(s, SP_PM_S_SEARCHED, s->ceil_mtu, 0, 0);
 		return false;
@@ -358,7 +396,11 @@ static void kick(struct pmtu_state *st)
 			else if (!free_slot)
 				free_slot = &st->searches[i];
 		}
-		if (!free_slot || active >= c.max_searches)
+		/* One search slot is kept for black-hole suspects (they are queued
+		 * first): asks for new destinations, which others can make at will,
+		 * never hold them all. */
+		if (!free_slot || active >= c.max_searches -
+		    (c.max_searches > 1 && st->pending[0].kind != SP_PM_EV_STALL))
 			return;	/* a search's end kicks again */
 		refill(st, &c);
 		if (st->search_tokens < 1) {
@@ -409,26 +451,52 @@ static void on_probe_timeout(void *ctx)
 	kick(s->st);
 }
 
-/* Queue a search of ev's destination unless it is searched, queued or not worth it. */
+/*
+ * Queue a search of ev's destination unless it is searched, queued or not
+ * worth it. Black-hole suspects go first, and a full queue makes room for
+ * one by dropping its newest other ask: new destinations are whatever a
+ * server's clients make them (an IPv6 client has a /64 of addresses), and
+ * must not keep a real stall from being searched
+ * (t_pmtu_stall_searched_during_flood).
+ */
 static void enqueue(struct pmtu_state *st, const struct sp_pmtu_event *ev)
 {
+	bool stall = ev->kind == SP_PM_EV_STALL;
 	__u64 now = pmtu_now_ns();
+	int at = 0;
 
 	if (!wanted(st, ev))
 		return;
-	for (int i = 0; i < st->nr_pending; i++)
-		if (!memcmp(&st->pending[i].key, &ev->key, sizeof(ev->key)))
+	for (int i = 0; i < st->nr_pending; i++) {
+		if (memcmp(&st->pending[i].key, &ev->key, sizeof(ev->key)))
+			continue;
+		if (!stall || st->pending[i].kind == SP_PM_EV_STALL)
 			return;
-	if (st->nr_pending < MAX_PENDING) {
-		st->pending[st->nr_pending++] = *ev;
-		return;
+		/* Asked as new, now stalled: moved to the front. */
+		memmove(st->pending + i, st->pending + i + 1,
+			(--st->nr_pending - i) * sizeof(st->pending[0]));
+		break;
 	}
-	/* The BPF side asks again (SP_PM_ASK_RETRY_NS) while nothing is known. */
-	if (now - st->dropped_logged_ns > 10 * NS) {
-		st->dropped_logged_ns = now;
-		sp_log(SP_LOG_WARN, "pmtu: %d searches waiting; further ones are dropped "
-		       "(logged once per 10 s)", MAX_PENDING);
+	while (at < st->nr_pending && (!stall || st->pending[at].kind == SP_PM_EV_STALL))
+		at++;
+	if (st->nr_pending == MAX_PENDING) {
+		if (stall && st->pending[MAX_PENDING - 1].kind != SP_PM_EV_STALL) {
+			/* Its destination is asked again: by the BPF side
+			 * (SP_PM_ASK_RETRY_NS) or at the next expiry pass. */
+			st->nr_pending--;
+		} else {
+			if (now - st->dropped_logged_ns > 10 * NS) {
+				st->dropped_logged_ns = now;
+				sp_log(SP_LOG_WARN, "pmtu: %d searches waiting; further ones are dropped "
+				       "(logged once per 10 s)", MAX_PENDING);
+			}
+			return;
+		}
 	}
+	memmove(st->pending + at + 1, st->pending + at,
+		(st->nr_pending - at) * sizeof(st->pending[0]));
+	st->pending[at] = *ev;
+	st->nr_pending++;
 }
 
 static int on_event(void *ctx, void *data, size_t len)
@@ -478,6 +546,12 @@ static void on_expire(void *ctx)
 			bpf_map_delete_elem(fd, &k);
 		}
 	}
+	/* A route whose entry the LRU evicted (4096 destinations: a server's
+	 * clients can churn them) would stay until exit, its MTU never searched
+	 * again, and fill the table of routes. */
+	for (int i = st->nr_routes - 1; i >= 0; i--)
+		if (bpf_map_lookup_elem(fd, &st->routes[i].key, &e) && !searching(st, &st->routes[i].key))
+			pmtu_route_forget(st, &st->routes[i].key);
 	kick(st);
 }
 

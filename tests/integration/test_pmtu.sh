@@ -192,6 +192,15 @@ pm_wait_state() {
 	return 1
 }
 
+# Wait up to 10 s for DST's Nth finished search (at expiry: N = 2).
+pm_wait_searches() {
+	for _ in $(seq 100); do
+		[ "$(grep -c "$1: path MTU" "$TMP/sp.err")" -ge "$2" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 # Learn before the stall: a first connection that never stalls (1000 bytes,
 # one small segment) is enough for the destination to be searched in the
 # background; the second connection starts at the learned MSS. Connections
@@ -301,10 +310,7 @@ t_pmtu_research_remembers_method() {
 	assert_eq "$(pm_entry 10.30.2.2 port)" 5201 "port"
 	local p1=$(pm_entry 10.30.2.2 probes)
 	sp_ctl set pmtu.interval_s=2 >/dev/null || fail set
-	for _ in $(seq 100); do
-		[ "$(grep -c '10.30.2.2: path MTU' "$TMP/sp.err")" -ge 2 ] && break
-		sleep 0.1
-	done
+	pm_wait_searches 10.30.2.2 2
 	echo "$(grep 10.30.2.2 "$TMP/sp.err")"
 	grep -q '10.30.2.2: entry expired (port 5201); searching its path MTU with TCP SYNs, which answered its last search' \
 		"$TMP/sp.err" || fail "the expiry's search did not start with SYNs"
@@ -442,4 +448,253 @@ t_pmtu_expired_entry_still_clamps() {
 	assert_eq "$2" $((low - 52)) "MSS during the search at expiry"
 	grep -q '10.30.2.2: path MTU.*' <(grep -A100 'entry expired' "$TMP/sp.err") && fail "the search at expiry was over: not tested"
 	return 0
+}
+
+# The black-hole testbed, route=1, 10.30.2.2 searched (and its route added).
+pm_searched_with_route() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	pm_wait_state 10.30.2.2 searched || fail "not searched: $(cat "$TMP/sp.err")"
+}
+
+# A path whose MTU grows while its route MTU (route=1) is in place: the
+# search at expiry probes above our own route (its ceiling is the route
+# beneath ours), finds the larger MTU and removes the route. Our route must
+# never be the ceiling of the search that decides whether it stays.
+t_pmtu_path_grows_under_our_route() {
+	pm_searched_with_route
+	[ "$(pm_entry 10.30.2.2 route_mtu)" -le 1400 ] || fail "no route MTU: $(sp_json '.modules.pmtu.destinations | tostring')"
+	ip -n "$NS_RT" link set rd mtu 1500	# the overlay is fixed: the path grows
+	sp_ctl set pmtu.interval_s=1 >/dev/null || fail set
+	pm_wait_searches 10.30.2.2 2
+	echo "$(grep 10.30.2.2 "$TMP/sp.err"); $(sp_json '.modules.pmtu.destinations | tostring')"
+	[ "$(grep -c '10.30.2.2: path MTU' "$TMP/sp.err")" -ge 2 ] || fail "no search at expiry"
+	assert_eq "$(pm_entry 10.30.2.2 low_mtu)" 1500 "MTU after the path grew"
+	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "our route after the path grew"
+}
+
+# A peer that advertises a small MSS (536 here: any server or client may)
+# limits the connection's MSS, not the path: such a connection proves
+# nothing about the path and must not become the destination's low (every
+# later connection to it, to any port, would start at MSS 536).
+t_pmtu_peer_mss_not_learned() {
+	pmtu_topo 1400; make_cgroup
+	printf '%s\n' 'import socket' 's = socket.socket()' \
+		's.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)' \
+		's.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)' \
+		's.bind(("0.0.0.0", 5203)); s.listen()' \
+		'while True:' '    c, _ = s.accept()' '    while c.recv(65536): pass' '    c.close()' >"$TMP/mss.py"
+	ip netns exec "$NS_D2" python3 "$TMP/mss.py" >/dev/null 2>&1 &
+	BG_PIDS+=($!); disown
+	for _ in $(seq 50); do ip netns exec "$NS_D2" ss -ltnH | grep -q ':5203 ' && break; sleep 0.1; done
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	sp_ctl set pmtu.search_new=0 >/dev/null || fail set	# learning from connections only
+	set -- $(in_cgroup ip netns exec "$NS_S" "$TCPTOOL" client 10.30.3.2 5203 300000 |
+		sed -n 's/^conn secs=\([0-9.]*\) mss=\([0-9]*\).*done=1$/\1 \2/p')
+	assert_eq "${2:-}" 524 "MSS toward the server advertising 536 (536 - 12)"
+	sleep 0.2
+	echo "entries: $(sp_json '.modules.pmtu.destinations | tostring')"
+	assert_eq "$(pm_entry 10.30.3.2 low_mtu)" "" "low learned from a connection limited by its peer's MSS"
+	set -- $(xfer 10.30.3.2 100000)
+	assert_eq "${2:-}" 1448 "MSS of a later connection to another port of that host"
+	# A connection limited by the path alone still teaches its MTU.
+	set -- $(xfer 10.30.3.2 300000)
+	assert_eq "$(pm_entry 10.30.3.2 low_mtu)" 1500 "low learned from a connection at the path's MTU"
+}
+
+# route=1, the black hole still there at expiry: the search at expiry finds
+# it again and the route stays (it was removed, "as the route's" MTU, when
+# our own route capped that search: every other interval without a rescue).
+t_pmtu_route_survives_research() {
+	pm_searched_with_route
+	sp_ctl set pmtu.interval_s=1 >/dev/null || fail set
+	pm_wait_searches 10.30.2.2 3 || fail "no two searches at expiry: $(cat "$TMP/sp.err")"
+	sp_ctl set pmtu.interval_s=600 >/dev/null || fail set
+	echo "$(grep 10.30.2.2 "$TMP/sp.err")"
+	grep '10.30.2.2: path MTU' "$TMP/sp.err" | grep -q "as the route's" && fail "a search at expiry took our route's MTU for the path's"
+	ip -n "$NS_S" route show proto 0xa5 | grep -q '^10.30.2.2 .*mtu 1[34][0-9][0-9]' ||
+		fail "route gone after the searches at expiry: $(ip -n "$NS_S" route show proto 0xa5)"
+	local low=$(pm_entry 10.30.2.2 low_mtu)
+	[ "$low" -le 1400 ] && [ "$low" -gt 1392 ] || fail "MTU $low after the searches at expiry, path 1400"
+}
+
+# An entry evicted from the LRU map (deleted here with bpftool, as the
+# 4097th destination would) takes its route with it within a second:
+# otherwise the route stays until exit, never searched again.
+t_pmtu_route_goes_with_evicted_entry() {
+	pm_searched_with_route
+	ip -n "$NS_S" route show proto 0xa5 | grep -q '^10.30.2.2 ' || fail "no route"
+	local key
+	key=$(nsenter -t "$SP_PID" -m -n bpftool -j map dump pinned "$PIN/pmtu_dsts" | jq -r '.[0].key | join(" ")')
+	[ -n "$key" ] || fail "no key in the map"
+	nsenter -t "$SP_PID" -m -n bpftool map delete pinned "$PIN/pmtu_dsts" key $key || fail "bpftool delete"
+	for _ in $(seq 30); do [ -z "$(ip -n "$NS_S" route show proto 0xa5)" ] && break; sleep 0.1; done
+	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "our route after its entry was evicted"
+	grep -q 'route to 10.30.2.2 removed' "$TMP/sp.err" || fail "no log line"
+}
+
+# pm_flood FORMAT FIRST LAST SERVER: a server in the cgroup (port 5202) and
+# one connection to it from each source address FORMAT % i (i = FIRST..LAST) of D2.
+pm_flood() {
+	in_cgroup ip netns exec "$NS_S" "$TCPTOOL" server 5202 >/dev/null &
+	BG_PIDS+=($!); disown
+	sleep 0.3
+	printf '%s\n' 'import socket, sys' 'f, a, b, srv = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]' \
+		'for i in range(a, b + 1):' '    s = socket.socket(socket.AF_INET6 if ":" in srv else socket.AF_INET)' \
+		'    s.bind((f % i, 0)); s.settimeout(2)' \
+		'    s.connect((srv, 5202)); s.send(b"x"); s.close()' >"$TMP/flood.py"
+	ip netns exec "$NS_D2" python3 "$TMP/flood.py" "$@" || fail "flood clients"
+}
+
+# A server in the cgroup, 70 clients from 70 addresses that answer no probe
+# (each search: 2 x max_probes timeouts, 3 s): the queue of 64 is full for a
+# minute. A client connection that stalls into the black hole meanwhile is
+# searched at once (suspects go first, one search slot is theirs) and its
+# route (route=1) rescues it. Before: its ask was dropped, the stall stayed.
+t_pmtu_stall_searched_during_flood() {
+	pmtu_topo 1400; make_cgroup
+	ip netns exec "$NS_RT" nft add rule inet bh c_fwd ip daddr 10.30.3.100-10.30.3.199 icmp type echo-request drop
+	ip netns exec "$NS_RT" nft add rule inet bh c_fwd ip daddr 10.30.3.100-10.30.3.199 'tcp flags & (syn | ack) == syn drop'
+	for i in $(seq 100 169); do ip -n "$NS_D2" addr add "10.30.3.$i/32" dev d0; done
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	# searches_per_s high: the asks' bucket (burst 64) alone would keep the queue from filling.
+	sp_ctl set pmtu.route=1 pmtu.searches_per_s=1000 >/dev/null || fail set
+	pm_flood 10.30.3.%d 100 169 10.30.1.1
+	sleep 0.3
+	# 3 searching, 64 waiting: the queue is full.
+	assert_ge "$(sp_json .modules.pmtu.searches_asked)" 67 "searches asked by the flood"
+	set -- $(xfer 10.30.2.2 1000000 "" 8)
+	echo "stalled connection during the flood: ${*:-did not complete}; $(grep '10.30.2.2\|waiting' "$TMP/sp.err")"
+	[ -n "${1:-}" ] || fail "the stalled connection was not rescued during the flood"
+	awk "BEGIN { exit !($1 < 3) }" || fail "the stalled connection took $1 s"
+	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "black hole not searched"
+}
+
+# A server in the cgroup accepts 5000 clients from 5000 IPv6 prefixes (an
+# attacker's /48 has 65536 /64s; prefix6=128 here stands for that). Asks are
+# a bucket of searches_per_s with a burst of 64, and they are what makes an
+# accepted client an entry: the LRU map (4096) holds the clients the loader
+# can search, not 4096 of them, and keeps what the cgroup learned. Before:
+# every client made an entry, the map was full of them (the LRU then evicts
+# the cgroup's destinations least used, and they stall again).
+t_pmtu_ask_flood_keeps_entries() {
+	pmtu_topo 1400; make_cgroup
+	ip -n "$NS_RT" -6 route add fd31::/32 via fd30:3::2 || fail "flood route"
+	for i in $(seq 5000); do printf 'addr add fd31:0:%x::1/128 dev lo nodad\n' "$i"; done |
+		ip -n "$NS_D2" -batch - || fail "flood addresses"
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	sp_ctl set pmtu.prefix6=128 >/dev/null || fail set
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	pm_wait_state 10.30.2.2 searched || fail "not searched: $(cat "$TMP/sp.err")"
+	local low=$(pm_entry 10.30.2.2 low_mtu) t0 secs n
+	t0=$(date +%s.%N)
+	pm_flood fd31:0:%x::1 1 5000 fd30:1::1
+	secs=$(echo "$(date +%s.%N) - $t0" | bc)
+	n=$(nsenter -t "$SP_PID" -m -n bpftool -j map dump pinned "$PIN/pmtu_dsts" | jq length)
+	echo "flood of 5000 clients in $secs s: $n entries; $(sp_json '.modules.pmtu | {accepts, searches_asked, asks_limited} | tostring')"
+	assert_ge "$(sp_json .modules.pmtu.accepts)" 5000 "accepted connections"
+	# 1 learned + a burst of 64 + 10 a second (searches_per_s), and some slack for CPUs racing.
+	[ "$n" -le $(echo "66 + 10 * ($secs + 1) + 8" | bc | cut -d. -f1) ] || fail "$n entries after a flood of $secs s"
+	set -- $(xfer 10.30.2.2 1000000 "" 5)
+	[ -n "${1:-}" ] || fail "a connection to the learned destination stalled after the flood"
+	assert_eq "$2" $((low - 52)) "MSS of a connection to the learned destination after the flood"
+}
+
+# The router's link goes down during a search (slowed to 2 probes a second),
+# after the base size was answered: every later probe is lost. That is not a
+# path MTU of base_mss: the base size is probed again, and unanswered, the
+# search ends without a result. Before: learned 1064 (MSS 1024 for every
+# connection, and route=1 made it a route) for interval_s.
+t_pmtu_path_lost_during_search() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	sp_ctl set pmtu.probes_per_s=2 >/dev/null || fail set
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	for _ in $(seq 50); do grep -q '10.30.2.2: new destination' "$TMP/sp.err" && break; sleep 0.05; done
+	sleep 0.3
+	ip -n "$NS_RT" link set rd down
+	for _ in $(seq 200); do grep -q '10.30.2.2: path MTU\|10.30.2.2 stopped answering' "$TMP/sp.err" && break; sleep 0.1; done
+	ip -n "$NS_RT" link set rd up
+	echo "$(grep 10.30.2.2 "$TMP/sp.err"); $(sp_json '.modules.pmtu.destinations | tostring')"
+	grep -q '10.30.2.2 stopped answering 1064-byte probes during its search' "$TMP/sp.err" || fail "no log line"
+	grep -q '10.30.2.2: path MTU' "$TMP/sp.err" && fail "a path MTU learned from a search whose path went away"
+	[ "$(pm_entry 10.30.2.2 state)" != searched ] || fail "state searched"
+	return 0
+}
+
+# kill -9 while a route is in place and a search at expiry runs: the route
+# stays (nothing ran at exit); the next start removes it before attaching.
+t_pmtu_killed_during_search() {
+	pm_searched_with_route
+	sp_ctl set pmtu.probes_per_s=1 pmtu.interval_s=1 >/dev/null || fail set
+	for _ in $(seq 50); do grep -q '10.30.2.2: entry expired' "$TMP/sp.err" && break; sleep 0.1; done
+	grep -q '10.30.2.2: entry expired' "$TMP/sp.err" || fail "no search at expiry"
+	sp_stop KILL
+	ip -n "$NS_S" route show proto 0xa5 | grep -q '^10.30.2.2 ' || fail "route gone with kill -9: not tested"
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	echo "$(cat "$TMP/sp.err")"
+	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes of the killed run after the next start"
+	sp_stop || fail exit
+}
+
+# Echo replies forged by another host (D2, off the path, its own address),
+# small, with our probes' id and every sequence number, while the black
+# hole's search runs: a reply counts only from the destination and at the
+# probe's size. Before: sizes above the black hole passed, the learned MTU
+# was too high, and stalls went unsearched for interval_s.
+t_pmtu_forged_echo_replies() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	printf '%s\n' 'import socket, struct, sys, time' \
+		'def csum(b):' '    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))' \
+		'    s = (s >> 16) + (s & 0xffff); s += s >> 16; return ~s & 0xffff' \
+		'r = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)' \
+		'pid = int(sys.argv[1]) & 0xffff; end = time.time() + 4' \
+		'while time.time() < end:' '    for seq in range(1, 64):' \
+		'        h = struct.pack("!BBHHH", 0, 0, 0, pid, seq) + b"Z" * 8' \
+		'        h = h[:2] + struct.pack("!H", csum(h)) + h[4:]' \
+		'        r.sendto(h, ("10.30.1.1", 0))' '    time.sleep(0.002)' >"$TMP/forge.py"
+	ip netns exec "$NS_D2" python3 "$TMP/forge.py" "$SP_PID" &
+	BG_PIDS+=($!)
+	sleep 0.2
+	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	pm_wait_state 10.30.2.2 searched || fail "not searched: $(cat "$TMP/sp.err")"
+	echo "$(grep 10.30.2.2 "$TMP/sp.err"); $(sp_json '.modules.pmtu.destinations | tostring')"
+	local low=$(pm_entry 10.30.2.2 low_mtu)
+	[ "$low" -le 1400 ] && [ "$low" -gt 1392 ] || fail "learned MTU $low with forged echo replies, path MTU 1400"
+}
+
+# The path shrinks below a searched low (the overlay's MTU lowered to
+# 1300): connections clamped to the old low stall. The third RTO in a row
+# of such a connection (at most once per 5 s per destination) has the entry
+# searched again from the base size; route=1 rescues the stalled connection.
+# Before: "known to pass" ignored the RTOs until the entry expired (600 s).
+t_pmtu_path_shrinks_below_low() {
+	pm_searched_with_route
+	ip -n "$NS_RT" link set rd mtu 1300
+	sleep 5	# SP_PM_RECHECK_NS since the search
+	set -- $(xfer 10.30.2.2 1000000 "" 10)
+	echo "stalled at the old low: ${*:-did not complete}; $(grep 10.30.2.2 "$TMP/sp.err"); $(sp_json '.modules.pmtu.destinations | tostring')"
+	[ -n "${1:-}" ] || fail "the connection clamped to the old low was not rescued"
+	local low=$(pm_entry 10.30.2.2 low_mtu)
+	[ "$low" -le 1300 ] && [ "$low" -gt 1292 ] || fail "MTU $low after the path shrank to 1300"
+	awk "BEGIN { exit !($1 < 8) }" || fail "the stalled connection took $1 s"
+}
+
+# A connection to one of our own addresses (not 127/8): its route is lo's,
+# MTU 65536; it is recorded at that MTU without a probe (before: about 20
+# probes of up to 64 KB to ourselves).
+t_pmtu_own_address_not_probed() {
+	pmtu_topo 1400; make_cgroup
+	sp_start --modules pmtu --cgroup "sp-test-$ID"
+	ip netns exec "$NS_S" "$TCPTOOL" server 5203 >/dev/null &
+	BG_PIDS+=($!); disown
+	sleep 0.3
+	in_cgroup ip netns exec "$NS_S" "$TCPTOOL" client 10.30.1.1 5203 1000 >/dev/null || fail "connection to ourselves"
+	pm_wait_state 10.30.1.1 searched || fail "not recorded: $(sp_json '.modules.pmtu | tostring')"
+	echo "$(sp_json '.modules.pmtu.destinations | tostring')"
+	assert_eq "$(pm_entry 10.30.1.1 probes)" 0 "probes to our own address"
+	assert_eq "$(pm_entry 10.30.1.1 low_mtu)" 65535 "MTU recorded for our own address"
 }
