@@ -74,6 +74,15 @@ t_config_check() {
 	check_bad 3 "expected KEY = VALUE" "[cgroup sp-test-$ID/a]" "modules rehash"
 	check_bad 3 "unknown module 'nope'" "[cgroup sp-test-$ID/a]" "modules = nope"
 	check_bad 2 "interval 99999999: expected seconds" "interval = 99999999" "[cgroup sp-test-$ID/a]"
+	# A key given twice is an error, not "the last one wins".
+	check_bad 4 "modules: already set at line 3" "[cgroup sp-test-$ID/a]" "modules = rehash" "modules = pmtu"
+	check_bad 3 "interval: already set at line 2" "interval = 5" "interval = 7" "[cgroup sp-test-$ID/a]"
+	check_bad 2 "pin-path: already set at line 1" "pin-path = $PIN-2" "[cgroup sp-test-$ID/a]"
+	# A section inside another running the same module could not override it (both programs run).
+	check_bad 3 "overlaps [cgroup sp-test-$ID] at line 2: sp-test-$ID's rehash programs also run for sp-test-$ID/a's" \
+		"[cgroup sp-test-$ID]" "[cgroup sp-test-$ID/a]" "modules = rehash"
+	check_bad 4 "[cgroup /]: overlaps [cgroup sp-test-$ID/a] at line 2: /'s tcpstats" \
+		"[cgroup sp-test-$ID/a]" "modules = tcpstats" "[cgroup /]"
 	# Nothing of those runs is left: no programs, no pins.
 	assert_eq "$(progs_of a)" "" "programs after refused runs"
 	[ -e "$PIN" ] && fail "pin folder left by a refused run"
@@ -81,7 +90,51 @@ t_config_check() {
 	conf "[cgroup sp-test-$ID/a]"
 	"$SP" run --config "$TMP/sp.conf" --cgroup / --state-dir "$TMP/state" >/dev/null 2>&1; assert_eq $? 2 "--config with --cgroup"
 	"$SP" check-config "$TMP/sp.conf" | grep -qx "cgroup sp-test-$ID/a: pins in $PIN/sp-test-$ID:a" || fail "pin folder name"
+	# Disjoint sections are fine, also nested ones with no module in common.
+	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "[cgroup sp-test-$ID/ab]" "modules = rehash" \
+	     "[cgroup sp-test-$ID]" "modules = tcpstats"
+	"$SP" check-config "$TMP/sp.conf" >/dev/null || fail "disjoint sections refused"
 	return 0
+}
+
+# A root service runs what its file says: a file others can write, or that is
+# not a regular file (a FIFO would block the event loop on reload), is refused
+# at start and on reload, which keeps the running policy.
+t_config_file_trust() {
+	local f=$TMP/sp.conf p out
+	cg_tree a
+	conf "[cgroup sp-test-$ID/a]" "modules = tcpstats"
+	refused() {	# EXPECTED-TEXT: check-config and run refuse $f, one line, nothing attached
+		out=$("$SP" check-config "$f" 2>&1) && fail "check-config accepted: $(ls -l "$f")"
+		[[ $out == "stackpilot: $f: "*"$1"* ]] && [ "$(echo "$out" | wc -l)" = 1 ] || fail "check-config said: $out"
+		out=$(timeout 10 "$SP" run --config "$f" --state-dir "$TMP/state" 2>&1); assert_eq $? 1 "run exit status: $out"
+		assert_eq "$(progs_of a)" "" "programs after a refused run"
+	}
+	chmod 666 "$f"; refused "must belong to root"
+	chmod 664 "$f"; chgrp nogroup "$f"; refused "mode 0664"
+	chmod 644 "$f"; chown nobody "$f"; refused "owned by uid 65534"
+	chown 0:0 "$f"
+	# A symlink is followed; its target is what is checked.
+	ln -s "$f" "$TMP/link.conf"
+	"$SP" check-config "$TMP/link.conf" >/dev/null || fail "symlink to a good file refused"
+	mkfifo "$TMP/fifo.conf"
+	out=$(timeout 10 "$SP" check-config "$TMP/fifo.conf" 2>&1); assert_eq $? 1 "check-config of a FIFO: $out"
+	[[ $out == *"fifo.conf: not a regular file"* ]] || fail "FIFO: $out"
+	cfg_start
+	p=$(progs_of a)
+	[ -n "$p" ] || fail "not attached"
+	chmod 666 "$f"
+	reload
+	grep -q "reload rejected, the running policy stays: $f: owned by uid 0, mode 0666" "$TMP/sp.err" ||
+		fail "world-writable file on reload: $(tail -2 "$TMP/sp.err")"
+	chmod 644 "$f"
+	mv "$f" "$f.good"; mkfifo "$f"
+	reload
+	grep -q "reload rejected, the running policy stays: $f: not a regular file" "$TMP/sp.err" ||
+		fail "FIFO on reload: $(tail -2 "$TMP/sp.err")"
+	assert_eq "$(progs_of a)" "$p" "programs after rejected reloads"
+	rm "$f"; mv "$f.good" "$f"
+	sp_stop || fail "exit status"
 }
 
 # The issue's whole-service test: three cgroups with different policies,
