@@ -424,3 +424,53 @@ t_config_pmtu_state_restart() {
 	sp_stop || fail "exit"
 	assert_eq "$(ip netns exec "$NS_S" sysctl -n net.ipv4.tcp_mtu_probing)" 0 "tcp_mtu_probing after the run"
 }
+
+# Ten SIGHUPs in a row, one of them with a value changed, then a second
+# run of the same file: the run lives, keeps its programs, ends with the
+# file's value; the second is refused with one line and changes nothing.
+t_config_reload_storm() {
+	local a b out rc
+	cg_tree a b
+	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 10" "[cgroup sp-test-$ID/b]" "modules = tcpstats"
+	cfg_start
+	a=$(progs_of a) b=$(progs_of b)
+	for i in $(seq 10); do
+		[ $i = 5 ] && conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 11" \
+				   "[cgroup sp-test-$ID/b]" "modules = tcpstats"
+		kill -HUP "$SP_PID" || fail "run gone after $i SIGHUPs"
+	done
+	wait_for eval '[ "$(get_cg a rehash.prob)" = 11 ]' || fail "value after the storm: $(get_cg a rehash.prob)"
+	sleep 0.3
+	kill -0 "$SP_PID" || fail "run ended in the storm"
+	assert_eq "$(progs_of a) $(progs_of b)" "$a $b" "programs after 10 SIGHUPs"
+	assert_eq "$(grep -c 'rehash.prob 10 -> 11' "$TMP/sp.err")" 1 "lines for the one change"
+	out=$("$SP" run --config "$TMP/sp.conf" --interval 0 --state-dir "$TMP/state" 2>&1); rc=$?
+	assert_eq $rc 1 "second run of the same file: $out"
+	assert_eq "$(echo "$out" | grep -c .)" 1 "lines of the second run: $out"
+	assert_eq "$(progs_of a) $(progs_of b)" "$a $b" "programs after a refused second run"
+	assert_eq "$(get_cg a rehash.prob)" 11 "value after a refused second run"
+	sp_stop || fail "exit status"
+	no_progs a b || fail "programs left after stop"
+}
+
+# A value the file changes while its cgroup is gone (a service stopped)
+# replaces what `set` saved for it, as for an attached cgroup: when the
+# cgroup is back it runs with the file's new value, not the older saved one.
+t_config_reload_while_waiting() {
+	cg_tree a
+	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 10"
+	cfg_start
+	"$SP" set --pin-path "$PIN" --cgroup "sp-test-$ID/a" rehash.prob=66 rehash.mode=1 >/dev/null || fail set
+	rmdir "$CG/a" || fail rmdir
+	wait_for test ! -e "$PIN/sp-test-$ID:a" || fail "not detached"
+	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 50"
+	reload
+	mkdir "$CG/a" || fail mkdir
+	wait_for has_progs a || fail "not attached when back: $(tail -3 "$TMP/sp.err")"
+	assert_eq "$(get_cg a rehash.prob)" 50 "the file's changed value after the cgroup came back"
+	assert_eq "$(get_cg a rehash.mode)" 1 "a saved value the file does not change"
+	sp_stop || fail "exit status"
+	cfg_start
+	assert_eq "$(get_cg a rehash.prob) $(get_cg a rehash.mode)" "50 1" "after a restart"
+	sp_stop || fail "exit status"
+}
