@@ -117,6 +117,10 @@ t_config_file_trust() {
 	# A symlink is followed; its target is what is checked.
 	ln -s "$f" "$TMP/link.conf"
 	"$SP" check-config "$TMP/link.conf" >/dev/null || fail "symlink to a good file refused"
+	# A huge file is a mistake, refused before reading it.
+	{ cat "$f"; head -c 1100000 /dev/zero | tr '\0' '#' | fold -w 100; } >"$TMP/huge.conf"
+	out=$("$SP" check-config "$TMP/huge.conf" 2>&1); assert_eq $? 1 "check-config of a 1.1 MB file: $out"
+	[[ $out == *"huge.conf: over 1048576 bytes"* ]] || fail "huge file: $out"
 	mkfifo "$TMP/fifo.conf"
 	out=$(timeout 10 "$SP" check-config "$TMP/fifo.conf" 2>&1); assert_eq $? 1 "check-config of a FIFO: $out"
 	[[ $out == *"fifo.conf: not a regular file"* ]] || fail "FIFO: $out"
@@ -472,5 +476,29 @@ t_config_reload_while_waiting() {
 	sp_stop || fail "exit status"
 	cfg_start
 	assert_eq "$(get_cg a rehash.prob) $(get_cg a rehash.mode)" "50 1" "after a restart"
+	sp_stop || fail "exit status"
+}
+
+# A reload that removes the cgroup of a client mid-transfer: its programs
+# go, its connection does not (the transfer completes, at its own pace).
+t_config_reload_mid_transfer() {
+	local c t0
+	netns_pair; cg_tree front back
+	tc -n "$NS_A" qdisc add dev "v$ID"a root tbf rate 20mbit burst 32kb latency 50ms || fail tbf
+	tcp_server 5201
+	conf "[cgroup sp-test-$ID/front]" "modules = tcpstats,rehash,pmtu" "rehash.prob = 100" \
+	     "[cgroup sp-test-$ID/back]" "modules = tcpstats"
+	cfg_start
+	t0=$(date +%s%N)
+	in_cg front ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 5000000 1 20 >/dev/null &
+	c=$!
+	sleep 0.5
+	kill -0 $c 2>/dev/null || fail "transfer ended before the reload: too fast for this test"
+	conf "[cgroup sp-test-$ID/back]" "modules = tcpstats"
+	reload
+	assert_eq "$(progs_of front)" "" "programs of the removed cgroup"
+	wait $c || fail "transfer broken by the reload"
+	echo "transfer took $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+	kill -0 "$SP_PID" || fail "run ended"
 	sp_stop || fail "exit status"
 }
