@@ -88,7 +88,8 @@ static int apply_mtu_probing(struct pmtu_state *st)
 	if (st->mtu_probing_arg < 0) {
 		if (sp_sysctl_read(MTU_PROBING) == 0)
 			sp_log(SP_LOG_WARN, "pmtu: net.ipv4.tcp_mtu_probing is 0 here: the kernel "
-			       "never detects black holes itself; --mtu-probing 1 sets it for this run");
+			       "never detects black holes itself; --mtu-probing 1 (in a config file, "
+			       "mtu-probing = 1) sets it for this run");
 		return 0;
 	}
 	return sp_sysctl_own(MTU_PROBING, st->mtu_probing_arg, &st->saved_mtu_probing,
