@@ -40,6 +40,20 @@
  * draining queue is the congestion window's cut, not a busier path), the
  * flow returns to its old txhash, reordering-safe like any rehash.
  *
+ * Deciding with the siblings' view (policy, issue 11). A host sees all its
+ * flows to a destination: per (source, destination) address pair,
+ * rehash_dests keeps the last episode (time, socket, txhash), the usual
+ * loss density of its flows, the time of the last policy move and a list of
+ * good txhashes. policy 1 rehashes an episode that starts within one srtt of
+ * a sibling's (a shared overflow; the issue's mechanism (a)); policy 2 one
+ * whose flow loses more per byte than DENS_FACTOR x the pair's usual, which
+ * is what tells a shared path from a lone one on drop-tail queues, where
+ * one overflow hits one flow (measured, see density()). Under both, one
+ * flow of the pair moves per SETTLE_RTTS, not all that lost. reuse (c):
+ * connections start, and rehashes land, on hashes earlier flows to the pair
+ * closed with uncongested. enforce=0 makes every decision and counts it, but
+ * never writes sk_txhash (run --dry-run).
+ *
  * "Safe" (the question the reviewer asked of the patch): a path change can let
  * segments sent on the new path overtake those still in flight on the old
  * one. At most packets_out - sacked_out segments are still in flight
@@ -92,6 +106,13 @@ struct {
 } rehash_conns SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SP_RH_DESTS);
+	__type(key, struct sp_rehash_dest_key);
+	__type(value, struct sp_rehash_dest);
+} rehash_dests SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, SP_RH_WINLOG);
 	__type(key, __u32);
@@ -118,7 +139,10 @@ struct sk_state {
 	__u8 win;		/* WIN_*: path-memory window phase; 0 = none */
 	__u8 rounds_on;		/* rounds trigger on (cfg at the last decision point) */
 	__u8 memory_on;		/* path memory on for the pending rehash */
+	__u8 corr_hit;		/* the current txhash was judged a shared bottleneck */
+	__u8 hash_eps;		/* episodes in the loss-density window (see density()) */
 	__u16 congested_rounds;
+	__u32 next_hash;	/* reuse: the known-good txhash the pending rehash takes */
 	__u32 round_retrans;	/* total_retrans at the start of the round */
 	__u32 old_hash;		/* txhash before the last rehash: the revert target */
 	__u32 old_qdelay_us;	/* old path: srtt - min_rtt at the decision */
@@ -132,6 +156,7 @@ struct sk_state {
 	__u64 round_end_ns;
 	__u64 pause_until_ns;
 	__u64 want_since_ns;
+	__u64 hash_bytes;	/* bytes_acked at the start of the loss-density window */
 };
 
 struct {
@@ -144,6 +169,7 @@ struct {
 /* The config as the programs may use it: out-of-range values clamped. */
 struct cfg {
 	__u32 prob, mode, rounds, delay_pct, defer_rtts, revert_pct, probe_rtts;
+	__u32 policy, reuse, enforce;
 	__u64 pause_ns;
 };
 
@@ -162,12 +188,15 @@ static __always_inline void read_cfg(struct cfg *c)
 	c->defer_rtts = m.defer_rtts;
 	c->revert_pct = m.revert_pct;
 	c->probe_rtts = m.probe_rtts;
+	c->policy = m.policy;
+	c->reuse = m.reuse;
+	c->enforce = m.enforce;
 }
 
-static __always_inline void conn_key(const struct bpf_sock_ops *skops,
-				     struct sp_rehash_conn_key *k)
+/* The address pair (the first fields of both key structs). */
+static __always_inline void addr_key(const struct bpf_sock_ops *skops,
+				     struct sp_rehash_dest_key *k)
 {
-	__builtin_memset(k, 0, sizeof(*k));
 	k->family = skops->family;
 	if (skops->family == 2 /* AF_INET */) {
 		k->saddr[0] = skops->local_ip4;
@@ -178,8 +207,156 @@ static __always_inline void conn_key(const struct bpf_sock_ops *skops,
 		k->daddr[0] = skops->remote_ip6[0]; k->daddr[1] = skops->remote_ip6[1];
 		k->daddr[2] = skops->remote_ip6[2]; k->daddr[3] = skops->remote_ip6[3];
 	}
+}
+
+static __always_inline void conn_key(const struct bpf_sock_ops *skops,
+				     struct sp_rehash_conn_key *k)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	addr_key(skops, (struct sp_rehash_dest_key *)k);
 	k->sport = sp_local_port(skops);
 	k->dport = sp_remote_port(skops);
+}
+
+_Static_assert(__builtin_offsetof(struct sp_rehash_conn_key, daddr) ==
+	       __builtin_offsetof(struct sp_rehash_dest_key, daddr), "key prefix");
+
+static __always_inline struct sp_rehash_dest *dest_get(const struct bpf_sock_ops *skops,
+						       bool create)
+{
+	struct sp_rehash_dest_key k;
+	struct sp_rehash_dest zero = {}, *d;
+
+	__builtin_memset(&k, 0, sizeof(k));
+	addr_key(skops, &k);
+	d = bpf_map_lookup_elem(&rehash_dests, &k);
+	if (d || !create)
+		return d;
+	bpf_map_update_elem(&rehash_dests, &k, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&rehash_dests, &k);
+}
+
+/*
+ * Good-hash reuse (c). good[] holds txhashes flows to this pair found
+ * uncongested when they closed (loss density not above DENS_FACTOR x the
+ * pair's base, or under DENS_EPS episodes in at least SP_RH_GOOD_MIN bytes;
+ * never judged shared), at most SP_RH_GOOD_AGE_S old. Entries are handed out
+ * round robin and not removed: flows opened back to back (iperf3 -P, a
+ * connection pool) spread over the good hashes instead of all taking the
+ * first; a hash whose flow later finds it congested is dropped.
+ */
+#define SP_RH_GOOD_MIN	(1ULL << 20)
+#define GOOD_AGE_NS	((__u64)SP_RH_GOOD_AGE_S * 1000000000ULL)
+
+static __always_inline bool good_fresh(const struct sp_rehash_dest *d, __u32 i, __u64 now)
+{
+	__u64 t = d->good_ns[i & (SP_RH_GOOD - 1)];
+
+	/* A time in the future (bpftool) is not fresh. */
+	return d->good[i & (SP_RH_GOOD - 1)] && t <= now && now - t < GOOD_AGE_NS;
+}
+
+static __always_inline __u32 good_pick(struct sp_rehash_dest *d, __u64 now, __u32 avoid1,
+				       __u32 avoid2)
+{
+	__u32 start = d->next, i, slot, h;
+
+	for (i = 0; i < SP_RH_GOOD; i++) {
+		slot = (start + i) & (SP_RH_GOOD - 1);
+		h = d->good[slot];
+		if (!good_fresh(d, slot, now) || h == avoid1 || h == avoid2)
+			continue;
+		d->next = slot + 1;
+		return h;
+	}
+	return 0;
+}
+
+static __always_inline void good_drop(struct sp_rehash_dest *d, __u32 h)
+{
+	for (__u32 i = 0; i < SP_RH_GOOD; i++) {
+		if (h && d->good[i] == h) {
+			d->good[i] = 0;
+			sp_count(&rehash_ctr, SP_RH_GOOD_DROP, 1);
+		}
+	}
+}
+
+/* Refresh h if listed, else take an empty or stale slot, else the oldest. */
+static __always_inline void good_add(struct sp_rehash_dest *d, __u32 h, __u64 now)
+{
+	__u32 i, slot = 0;
+	__u64 oldest = ~0ULL;
+
+	for (i = 0; i < SP_RH_GOOD; i++) {
+		if (d->good[i] == h) {
+			slot = i;
+			break;
+		}
+		if (!good_fresh(d, i, now)) {
+			slot = i;
+			oldest = 0;
+		} else if (d->good_ns[i] < oldest) {
+			slot = i;
+			oldest = d->good_ns[i];
+		}
+	}
+	slot &= SP_RH_GOOD - 1;
+	d->good[slot] = h;
+	d->good_ns[slot] = now;
+	sp_count(&rehash_ctr, SP_RH_GOOD_ADD, 1);
+}
+
+/*
+ * Loss density: episodes per GiB a flow delivered since its txhash was set,
+ * over a window that halves every DENS_EPS episodes (so it follows changes
+ * within a few episodes). Drop-tail overflows hit one flow at a time: two
+ * flows sharing a 100 Mbit/s path here start their episodes within one srtt
+ * of each other no more often than two flows on separate paths (3-8 of ~100
+ * vs 2-3 of ~20 episodes in 4 s), but each lost far more often per byte
+ * (~2.7 vs ~0.3 episodes per MB). The pair's base is what its flows that
+ * were not high showed (reset after SP_RH_GOOD_AGE_S without one); a flow
+ * above DENS_FACTOR x base is on a path busier than the others.
+ */
+#define DENS_EPS	4
+#define DENS_FACTOR	3
+
+static __always_inline __u64 density(const struct bpf_sock_ops *skops, const struct sk_state *s)
+{
+	__u64 acked = skops->bytes_acked;
+
+	if (s->hash_eps < DENS_EPS || acked <= s->hash_bytes)
+		return 0;
+	return ((__u64)s->hash_eps << 30) / (acked - s->hash_bytes);
+}
+
+static __always_inline bool base_known(const struct sp_rehash_dest *d, __u64 now)
+{
+	return d->base && d->base_ns <= now && now - d->base_ns <= GOOD_AGE_NS;
+}
+
+/*
+ * True if dens is above DENS_FACTOR x the base; else dens moves the base
+ * towards itself, half way down, 1/8 up: a low quantile (about the fifth)
+ * of the measurements that are not high, not their minimum. A density from
+ * 4 episodes is noisy, and the lowest of many would make every other flow
+ * look high; a slow start's burst of losses must not hold the base up.
+ */
+static __always_inline bool dens_high(struct sp_rehash_dest *d, __u64 dens, __u64 now)
+{
+	__u64 base = d->base;
+
+	/* A base from the future (bpftool) or too old is replaced. */
+	if (!base_known(d, now)) {
+		d->base = dens;
+		d->base_ns = now;
+		return false;
+	}
+	if (dens / DENS_FACTOR > base)
+		return true;
+	d->base = dens < base ? base / 2 + dens / 2 : base - base / 8 + dens / 8;
+	d->base_ns = now;
+	return false;
 }
 
 static __always_inline struct sp_rehash_conn *conn_get(const struct bpf_sock_ops *skops)
@@ -273,10 +450,11 @@ static __always_inline bool safe_now(const struct bpf_sock_ops *skops)
 	return skops->packets_out - skops->sacked_out - skops->lost_out < tp->reordering;
 }
 
-/* Write the pending decision (s->want) now. */
-static __always_inline void apply(struct bpf_sock_ops *skops, struct sk_state *s, __u64 now)
+/* Write the pending decision (s->want) now (enforce=0: all but the write). */
+static __always_inline void apply(struct bpf_sock_ops *skops, struct sk_state *s,
+				  const struct cfg *cf, __u64 now)
 {
-	__u32 h = bpf_get_prandom_u32(), cur = skops->sk_txhash;
+	__u32 h = s->next_hash ?: bpf_get_prandom_u32(), cur = skops->sk_txhash;
 	struct sp_rehash_conn *c = conn_get(skops);
 	bool revert = s->want == WANT_REVERT;
 
@@ -293,10 +471,18 @@ static __always_inline void apply(struct bpf_sock_ops *skops, struct sk_state *s
 			__sync_fetch_and_add(&c->rehashes, 1);
 		s->old_hash = cur;
 	}
-	skops->sk_txhash = h;
+	if (cf->enforce) {
+		skops->sk_txhash = h;
+		if (c)
+			c->txhash = h;
+	} else {
+		sp_count(&rehash_ctr, SP_RH_DRY, 1);
+	}
 	s->want = 0;
-	if (c)
-		c->txhash = h;
+	s->next_hash = 0;
+	s->corr_hit = 0;
+	s->hash_eps = 0;
+	s->hash_bytes = skops->bytes_acked;
 	mark_path(skops, s, now);
 	/* A revert goes back to a path measured before: no window for it. */
 	if (!revert && s->memory_on && s->old_rate) {
@@ -306,14 +492,14 @@ static __always_inline void apply(struct bpf_sock_ops *skops, struct sk_state *s
 }
 
 /* Apply at once if safe, else leave it to a later ACK (RTT_CB on). */
-static __always_inline void decide(struct bpf_sock_ops *skops, struct sk_state *s, __u8 what,
-				   __u64 now)
+static __always_inline void decide(struct bpf_sock_ops *skops, struct sk_state *s,
+				   const struct cfg *c, __u8 what, __u64 now)
 {
 	s->want = what;
 	if (safe_now(skops)) {
 		if (what == WANT_REHASH)
 			sp_count(&rehash_ctr, SP_RH_NOW, 1);
-		apply(skops, s, now);
+		apply(skops, s, c, now);
 	} else {
 		s->want_since_ns = now;
 		if (what == WANT_REHASH)
@@ -331,7 +517,7 @@ static __always_inline void decide_rehash(struct bpf_sock_ops *skops, struct sk_
 	/* At least 2 srtt of history, or the old rate is noise: no window. */
 	s->old_rate = rate_since(skops, s->mark_bytes, s->mark_ns, now, 2 * srtt_ns);
 	s->old_qdelay_us = qdelay_us(skops);
-	decide(skops, s, WANT_REHASH, now);
+	decide(skops, s, c, WANT_REHASH, now);
 }
 
 static __always_inline __u8 ca_state(const struct bpf_sock_ops *skops)
@@ -345,13 +531,55 @@ static __always_inline __u8 ca_state(const struct bpf_sock_ops *skops)
 	return BPF_CORE_READ_BITFIELD_PROBED(&tp->inet_conn, icsk_ca_state);
 }
 
+/*
+ * Correlation (a): note this episode for the pair; true if a sibling (another
+ * socket to the same addresses) started one within one srtt before it: the
+ * same drop-tail overflow hit both, so they share the bottleneck. *sib gets
+ * the sibling's txhash then (a hash onto the same congested path).
+ */
+static __always_inline bool episode_note(struct bpf_sock_ops *skops, struct sk_state *s,
+					 struct sp_rehash_dest *d, __u64 now, __u32 *sib)
+{
+	__u64 cookie = bpf_get_socket_cookie(skops), prev = d->ep_ns, prev_cookie = d->ep_cookie;
+	__u64 w = (__u64)(srtt_us(skops) ?: 1000) * 1000;
+	__u32 prev_hash = d->ep_hash, cur = skops->sk_txhash;
+
+	d->ep_ns = now;
+	d->ep_cookie = cookie;
+	d->ep_hash = cur;
+	/* A time in the future (bpftool) correlates with nothing. */
+	if (!prev || prev > now || now - prev > w || prev_cookie == cookie)
+		return false;
+	*sib = prev_hash;
+	return true;
+}
+
+/*
+ * One of two correlated flows moves, not both: the first to claim the pair's
+ * moved_ns; the others wait SETTLE_RTTS of their srtt, about one loss cycle
+ * of a flow alone on a 5 ms queue, to see where the moved one landed.
+ */
+#define SETTLE_RTTS	8
+static __always_inline bool claim_move(const struct bpf_sock_ops *skops,
+				       struct sp_rehash_dest *d, __u64 now)
+{
+	__u64 moved = d->moved_ns, settle = (__u64)(srtt_us(skops) ?: 1000) * 1000 * SETTLE_RTTS;
+
+	/* moved > now (bpftool) counts as long ago. */
+	if (moved <= now && now - moved < settle)
+		return false;
+	return __sync_val_compare_and_swap(&d->moved_ns, moved, now) == moved;
+}
+
 static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_state *s, __u64 now)
 {
 	struct bpf_sock *bsk = skops->sk;
+	struct sp_rehash_dest *d = NULL;
 	struct sp_rehash_conn *conn;
 	struct tcp_sock *tp;
 	struct cfg cf, *c = &cf;
-	__u32 episode;
+	__u32 episode, sib = 0;
+	bool corr = false, shared = false;
 
 	sp_count(&rehash_ctr, SP_RH_RETRANS, 1);
 	if (skops->args[2])		/* the retransmission failed */
@@ -378,6 +606,29 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 		__sync_fetch_and_add(&conn->episodes, 1);
 	/* A change of the rounds tunable reaches running sockets here. */
 	s->rounds_on = c->rounds != 0;
+	if (s->hash_eps < 255)
+		s->hash_eps++;
+	/* Every episode informs the siblings, decided or not. */
+	if (c->policy || c->reuse)
+		d = dest_get(skops, true);
+	if (d) {
+		__u64 dens = density(skops, s);
+		bool high = dens && dens_high(d, dens, now);
+
+		corr = episode_note(skops, s, d, now, &sib);
+		shared = c->policy == 1 ? corr : high;
+		if (c->policy)
+			sp_count(&rehash_ctr, shared ? SP_RH_CORR : SP_RH_UNCORR, 1);
+		if (shared || high) {
+			s->corr_hit = 1;
+			/* This hash leads onto a busy path now: not good any more. */
+			good_drop(d, skops->sk_txhash);
+		}
+		if (s->hash_eps >= 2 * DENS_EPS) {
+			s->hash_eps /= 2;
+			s->hash_bytes += (skops->bytes_acked - s->hash_bytes) / 2;
+		}
+	}
 	if (s->win || s->want) {
 		/* The new path is being measured (losses there are part of
 		 * the measurement), or a decision is still pending. */
@@ -388,9 +639,34 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 		sp_count(&rehash_ctr, SP_RH_SUP_MODE, 1);
 		goto out;
 	}
-	if (bpf_get_prandom_u32() % 100 >= c->prob) {
+	if (c->policy == 2 && d && !base_known(d, now)) {
+		/* No flow to the pair has measured its density yet (the first
+		 * DENS_EPS episodes): nothing to compare with, the coin
+		 * decides, or two flows that start on one path would never
+		 * find out. */
+		if (bpf_get_prandom_u32() % 100 >= c->prob) {
+			sp_count(&rehash_ctr, SP_RH_SUP_PROB, 1);
+			goto out;
+		}
+	} else if (c->policy) {
+		/* Other losses are the flow's own queue (or traffic from
+		 * outside the host, which a move cannot escape for sure): no
+		 * rehash. */
+		if (!shared)
+			goto out;
+		if (!d || !claim_move(skops, d, now)) {
+			sp_count(&rehash_ctr, SP_RH_SUP_SIBLING, 1);
+			goto out;
+		}
+	} else if (bpf_get_prandom_u32() % 100 >= c->prob) {
 		sp_count(&rehash_ctr, SP_RH_SUP_PROB, 1);
 		goto out;
+	}
+	if (c->reuse && d) {
+		/* Not our own hash, nor the sibling's: both lead here. */
+		s->next_hash = good_pick(d, now, skops->sk_txhash, sib);
+		if (s->next_hash)
+			sp_count(&rehash_ctr, SP_RH_REUSE_REHASH, 1);
 	}
 	decide_rehash(skops, s, c, now);
 	return;
@@ -440,7 +716,7 @@ static __always_inline void on_window(struct bpf_sock_ops *skops, struct sk_stat
 	if (!worse)
 		return;
 	sp_count(&rehash_ctr, SP_RH_REVERT, 1);
-	decide(skops, s, WANT_REVERT, now);
+	decide(skops, s, c, WANT_REVERT, now);
 }
 
 /*
@@ -500,7 +776,7 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 		if (safe_now(skops)) {
 			if (!revert)
 				sp_count(&rehash_ctr, SP_RH_DEFERRED_DONE, 1);
-			apply(skops, s, now);
+			apply(skops, s, &c, now);
 		} else if (c.defer_rtts &&
 			   now - s->want_since_ns >= (__u64)c.defer_rtts * srtt_us(skops) * 1000) {
 			/* A bulk flow keeps its window full: the flight rarely
@@ -509,13 +785,50 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 			 * (undone by DSACK) instead. */
 			if (!revert)
 				sp_count(&rehash_ctr, SP_RH_DEFERRED_FORCED, 1);
-			apply(skops, s, now);
+			apply(skops, s, &c, now);
 		}
 	} else if (s->win) {
 		on_window(skops, s, &c, now);
 	}
 	on_rounds(skops, s, &c, now);
 	rtt_cb_update(skops, s);
+}
+
+/* Reuse: a new connection starts on a hash its siblings found good. */
+static __always_inline void start_on_good(struct bpf_sock_ops *skops, const struct cfg *c,
+					  __u64 now)
+{
+	struct sp_rehash_dest *d = dest_get(skops, false);
+	__u32 h;
+
+	if (!d || !(h = good_pick(d, now, 0, 0)))
+		return;
+	sp_count(&rehash_ctr, SP_RH_REUSE_EST, 1);
+	if (c->enforce)
+		skops->sk_txhash = h;
+	else
+		sp_count(&rehash_ctr, SP_RH_DRY, 1);
+}
+
+/* Reuse: a closing connection leaves its hash to the next ones if it found
+ * it uncongested, and takes it off the list if not. */
+static __always_inline void on_close(struct bpf_sock_ops *skops, struct sk_state *s, __u64 now)
+{
+	__u32 h = skops->sk_txhash;
+	struct sp_rehash_dest *d;
+	struct cfg c;
+	__u64 dens;
+
+	if (!h)
+		return;
+	read_cfg(&c);
+	if (!c.reuse || !(d = dest_get(skops, true)))
+		return;
+	dens = density(skops, s);
+	if (s->corr_hit || (dens && dens_high(d, dens, now)))
+		good_drop(d, h);
+	else if (dens || skops->bytes_acked >= s->hash_bytes + SP_RH_GOOD_MIN)
+		good_add(d, h, now);
 }
 
 SEC("sockops")
@@ -541,7 +854,10 @@ int sp_rehash(struct bpf_sock_ops *skops)
 				      BPF_SOCK_OPS_STATE_CB_FLAG);
 		read_cfg(&c);
 		s->rounds_on = c.rounds != 0;
-		mark_path(skops, s, bpf_ktime_get_ns());
+		now = bpf_ktime_get_ns();
+		mark_path(skops, s, now);
+		if (c.reuse)
+			start_on_good(skops, &c, now);
 		rtt_cb_update(skops, s);
 		return 1;
 	case BPF_SOCK_OPS_RETRANS_CB:
@@ -561,8 +877,10 @@ int sp_rehash(struct bpf_sock_ops *skops)
 		return 1;
 	case BPF_SOCK_OPS_STATE_CB:
 		/* args[1] is the new state: a closed socket delivers no more. */
-		if (skops->args[1] == TCP_CLOSE)
+		if (skops->args[1] == TCP_CLOSE) {
 			count_bytes(skops, s);
+			on_close(skops, s, now);
+		}
 		return 1;
 	}
 	if (skops->op == BPF_SOCK_OPS_RETRANS_CB) {
@@ -576,6 +894,11 @@ int sp_rehash(struct bpf_sock_ops *skops)
 		s->want = 0;
 		s->win = 0;
 		s->congested_rounds = 0;
+		/* ... and the kernel's new hash has no history yet. */
+		s->next_hash = 0;
+		s->corr_hit = 0;
+		s->hash_eps = 0;
+		s->hash_bytes = skops->bytes_acked;
 		s->pause_until_ns = now + c.pause_ns;
 		mark_path(skops, s, now);
 		conn = conn_get(skops);

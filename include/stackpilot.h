@@ -83,6 +83,14 @@ enum sp_rehash_ctr {
 	SP_RH_REVERT,		/* windows that found the new path worse: revert decided */
 	SP_RH_REVERT_DONE,	/* reverts applied (back to the old txhash) */
 	SP_RH_SUP_WINDOW,	/* episodes not decided: a path-memory window was open */
+	SP_RH_CORR,		/* policy 1/2: episodes judged a shared bottleneck */
+	SP_RH_UNCORR,		/* policy 1/2: episodes judged the flow's own queue: no rehash */
+	SP_RH_SUP_SIBLING,	/* policy 1/2: shared, but a sibling was just moved: no rehash */
+	SP_RH_REUSE_EST,	/* reuse=1: new connections given a known-good txhash */
+	SP_RH_REUSE_REHASH,	/* reuse=1: rehashes to a known-good txhash instead of a random one */
+	SP_RH_GOOD_ADD,		/* reuse=1: txhashes recorded good by a closing connection */
+	SP_RH_GOOD_DROP,	/* txhashes taken off the good list: a flow found them congested */
+	SP_RH_DRY,		/* enforce=0: txhash writes decided but not done */
 	SP_RH_NR,
 };
 
@@ -102,7 +110,13 @@ enum sp_rehash_ctr {
 	X(ctx, revert_pct, 0, 100, 0, SP_OOR_CLAMP, \
 	  "path memory: revert a rehash if the new path delivers < this % of the old; 0 = off") \
 	X(ctx, probe_rtts, 1, 100, 16, SP_OOR_CLAMP, \
-	  "path memory: measure the new path for this many srtt (after one srtt of warm-up)")
+	  "path memory: measure the new path for this many srtt (after one srtt of warm-up)") \
+	X(ctx, policy, 0, 2, 0, SP_OOR_CLAMP, \
+	  "which episodes rehash: 0 prob's coin; 1 losses within one srtt of a sibling's; 2 loss density over the pair's usual") \
+	X(ctx, reuse, 0, 1, 0, SP_OOR_CLAMP, \
+	  "1: new flows and rehashes prefer txhashes recent flows to the same peer found good") \
+	X(ctx, enforce, 0, 1, 1, SP_OOR_CLAMP, \
+	  "1: write sk_txhash; 0: dry run, decide and count only")
 
 struct sp_rehash_cfg {
 	SP_REHASH_TUNABLES(SP_CFG_FIELD, _)
@@ -128,6 +142,35 @@ struct sp_rehash_window {
 	__u32 new_qdelay_us;	/* srtt - min_rtt at the window's end */
 	__u32 reverted;
 	__u32 pad;
+};
+
+/*
+ * Per (source, destination) address pair, what the host's flows to it saw
+ * (LRU, SP_RH_DESTS): the pair is what R1 hashes besides the flow label (or,
+ * for VXLAN, the outer port derived from it), so siblings are flows whose
+ * txhash picks among the same paths, and a txhash good for one is good for
+ * all. Written by the BPF side only; every field read is checked (a value
+ * bpftool wrote can skip a rehash or pick a known-bad hash once, no more).
+ */
+#define SP_RH_DESTS	1024
+#define SP_RH_GOOD	8	/* good txhashes remembered per pair */
+#define SP_RH_GOOD_AGE_S 300	/* ... for this long after a flow last found one good */
+struct sp_rehash_dest_key {
+	__u32 family;
+	__u32 saddr[4];
+	__u32 daddr[4];
+};
+
+struct sp_rehash_dest {
+	__u64 ep_ns;		/* start of the last loss episode of any flow */
+	__u64 ep_cookie;	/* ... whose socket cookie */
+	__u64 moved_ns;		/* last policy 1/2 rehash: "one of them, not both" */
+	__u64 base;		/* usual loss density (episodes per GiB), see density() */
+	__u64 base_ns;		/* ... when last set or confirmed */
+	__u32 ep_hash;		/* ... and txhash at that episode */
+	__u32 next;		/* round robin over good[] */
+	__u32 good[SP_RH_GOOD];	/* 0 = empty */
+	__u64 good_ns[SP_RH_GOOD];
 };
 
 struct sp_rehash_conn {

@@ -9,11 +9,13 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <net/if.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include "sp.h"
 #include "log.h"
 #include "config.h"
@@ -208,9 +210,31 @@ static int parse_iface(struct sp_config *c, char *val, int line)
 	return 0;
 }
 
+/*
+ * A setting given twice is an error, not "the last one wins": in a file
+ * that grew by appending, the line an operator reads first may not be
+ * the one that applies.
+ */
+static int once(int *seen, const char *key, int line)
+{
+	if (*seen)
+		return sp_err("%s: already set at line %d", key, *seen);
+	*seen = line;
+	return 0;
+}
+
 static int parse_global(struct sp_config *c, const char *key, char *val, int line)
 {
+	static const char *const single[] = { "pin-path", "btf", "log-level", "interval",
+					      "mtu-probing", "metrics-textfile", "metrics-listen",
+					      "modules" };
 	__u32 v;
+
+	_Static_assert(sizeof(single) / sizeof(single[0]) <= sizeof(c->key_line) / sizeof(int),
+		       "key_line too short");
+	for (size_t i = 0; i < sizeof(single) / sizeof(single[0]); i++)
+		if (!strcmp(key, single[i]) && once(&c->key_line[i], key, line))
+			return -1;
 
 	if (!strcmp(key, "pin-path")) {
 		if (val[0] != '/' || strlen(val) > 128)
@@ -283,6 +307,43 @@ static int parse_section_head(struct sp_config *c, char *head, int line)
 	return 0;
 }
 
+/* outer is a cgroup above inner (paths as check_path accepts them). */
+static bool is_above(const char *outer, const char *inner)
+{
+	size_t l = strlen(outer);
+
+	if (!strcmp(outer, "/"))
+		return strcmp(inner, "/");
+	return !strncmp(outer, inner, l) && inner[l] == '/';
+}
+
+/*
+ * cgroup BPF runs the programs of every cgroup above a socket's too (links
+ * attach with BPF_F_ALLOW_MULTI), so a section inside another that runs
+ * the same module cannot override it: both instances act on the inner
+ * cgroup's sockets (two rehash coins per episode, the outer pmtu's clamp
+ * too). Refused rather than run as the file does not say.
+ */
+static int check_nesting(const struct sp_config *c, char *where, size_t len)
+{
+	for (int j = 0; j < c->nr_cgroups; j++)
+		for (int i = 0; i < c->nr_cgroups; i++) {
+			const struct sp_cfg_section *o = &c->cg[i], *in = &c->cg[j];
+			__u32 both = o->modules & in->modules;
+			const struct sp_cfg_section *late = o->line > in->line ? o : in;
+
+			if (!both || !is_above(o->path, in->path))
+				continue;
+			snprintf(where, len, "%s:%d", c->file, late->line);
+			return sp_err("[cgroup %s]: overlaps [cgroup %s] at line %d: %s's %s programs "
+				      "also run for %s's sockets, so one cannot override the other; "
+				      "give each module to one section", late->path,
+				      late == in ? o->path : in->path, late == in ? o->line : in->line,
+				      o->path, sp_modules[__builtin_ctz(both)]->name, in->path);
+		}
+	return 0;
+}
+
 /* A section's tunables are of its modules: checked once the section is read. */
 static int check_section(const struct sp_config *c, const struct sp_cfg_section *s,
 			 char *where, size_t len)
@@ -332,11 +393,48 @@ static int parse_line(struct sp_config *c, char *line, int nr)
 	if (!c->nr_cgroups)
 		return parse_global(c, key, val, nr);
 	if (!strcmp(key, "modules"))
-		return parse_modules(&c->cg[c->nr_cgroups - 1], val, false);
+		return once(&c->cg[c->nr_cgroups - 1].modules_line, key, nr) ? -1 :
+		       parse_modules(&c->cg[c->nr_cgroups - 1], val, false);
 	if (strchr(key, '.'))
 		return parse_set(&c->cg[c->nr_cgroups - 1], key, val, nr, false);
 	return sp_err("'%s' in a [cgroup] section: only modules and MODULE.KEY (global settings "
 		      "come before the first section)", key);
+}
+
+/*
+ * The file, if root (who runs the service) can trust it: whoever can write
+ * it chooses the programs a root process attaches and their tunables, so
+ * it must belong to root or to the run's user and be writable by nobody
+ * else (group write only for group root), as sshd does with its files. A
+ * symlink is followed (configuration managers make them) and its target
+ * is what is checked. Opened without blocking, so a FIFO or a device named
+ * by mistake is refused instead of hanging a reload's event loop.
+ */
+static FILE *open_config(const char *file)
+{
+	int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	FILE *f;
+
+	if (fd < 0) {
+		sp_err("%s: %s", file, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		sp_err("%s: not a regular file", file);
+	} else if ((st.st_uid && st.st_uid != geteuid()) || (st.st_mode & S_IWOTH) ||
+		   ((st.st_mode & S_IWGRP) && st.st_gid)) {
+		sp_err("%s: owned by uid %u, mode %04o: must belong to root (or uid %u) and be "
+		       "writable by nobody else", file, st.st_uid, st.st_mode & 07777, geteuid());
+	} else if (st.st_size > SP_CONFIG_MAX_BYTES) {
+		sp_err("%s: over %d bytes", file, SP_CONFIG_MAX_BYTES);
+	} else if ((f = fdopen(fd, "r"))) {
+		return f;
+	} else {
+		sp_err("%s: %s", file, strerror(errno));
+	}
+	close(fd);
+	return NULL;
 }
 
 int sp_config_load(const char *file, struct sp_config *c)
@@ -351,9 +449,8 @@ int sp_config_load(const char *file, struct sp_config *c)
 	if (strlen(file) >= sizeof(c->file))
 		return sp_err("config file name too long: %s", file);
 	snprintf(c->file, sizeof(c->file), "%s", file);
-	f = fopen(file, "r");
-	if (!f)
-		return sp_err("%s: %s", file, strerror(errno));
+	if (!(f = open_config(file)))
+		return -1;
 	sp_err_where = where;
 	while (!err && fgets(line, sizeof(line), f)) {
 		snprintf(where, sizeof(where), "%s:%d", file, ++nr);
@@ -374,6 +471,8 @@ int sp_config_load(const char *file, struct sp_config *c)
 	}
 	for (int i = -1; !err && i < c->nr_cgroups; i++)
 		err = check_section(c, i < 0 ? &c->global : &c->cg[i], where, sizeof(where));
+	if (!err)
+		err = check_nesting(c, where, sizeof(where));
 	if (!err && !c->nr_cgroups && !c->nr_ifaces) {
 		snprintf(where, sizeof(where), "%s", file);
 		err = sp_err("nothing to attach: no [cgroup PATH] section and no iface");

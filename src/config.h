@@ -11,6 +11,8 @@
 
 #define SP_CONFIG_DEFAULT "/etc/stackpilot/stackpilot.conf"
 #define SP_CFG_MAX_SETS 64	/* more than every tunable of every module */
+/* A file over this is a mistake (SP_MAX_CGROUPS sections with every tunable and comments fit). */
+#define SP_CONFIG_MAX_BYTES (1 << 20)
 
 /* One `module.key = value` line. */
 struct sp_cfg_set {
@@ -26,6 +28,7 @@ struct sp_cfg_section {
 	char name[256];		/* its pin folder under pin-path (sp_cgroup_pin_name) */
 	int line;
 	__u32 modules;
+	int modules_line;	/* of its `modules =`, 0 when not given */
 	int nr_sets;
 	struct sp_cfg_set sets[SP_CFG_MAX_SETS];
 };
@@ -39,6 +42,7 @@ struct sp_config {
 	int mtu_probing;		/* net.ipv4.tcp_mtu_probing while running; -1: not given */
 	char metrics_textfile[256], metrics_listen[64];
 	int metrics_textfile_line, metrics_listen_line;
+	int key_line[8];		/* of each global setting given once (parse_global's keys) */
 	int nr_ifaces;
 	char ifname[SP_MAX_IFACES][32];
 	int iface_line[SP_MAX_IFACES];

@@ -77,6 +77,19 @@ static const struct sp_counter counters[SP_RH_NR] = {
 	[SP_RH_REVERT_DONE] = { "memory_reverted", "reverts applied (back to the old txhash)" },
 	[SP_RH_SUP_WINDOW] = { "suppressed_pending",
 			       "episodes not decided: a path-memory window was open" },
+	[SP_RH_CORR] = { "shared_episodes", "policy 1/2: episodes judged a shared bottleneck" },
+	[SP_RH_UNCORR] = { "own_episodes",
+			   "policy 1/2: episodes judged the flow's own queue: no rehash" },
+	[SP_RH_SUP_SIBLING] = { "suppressed_sibling_moved",
+				"policy 1/2: shared, but a sibling was just moved: no rehash" },
+	[SP_RH_REUSE_EST] = { "reuse_at_connect", "reuse=1: new connections given a known-good txhash" },
+	[SP_RH_REUSE_REHASH] = { "reuse_at_rehash",
+				 "reuse=1: rehashes to a known-good txhash instead of a random one" },
+	[SP_RH_GOOD_ADD] = { "good_hash_added",
+			     "reuse=1: txhashes recorded good by a closing connection" },
+	[SP_RH_GOOD_DROP] = { "good_hash_dropped",
+			      "txhashes taken off the good list: a flow found them congested" },
+	[SP_RH_DRY] = { "dry_run_skipped", "enforce=0: txhash writes decided but not done" },
 };
 
 /* The per-ACK price: RTT callbacks the module's sockets ran per MB they delivered. */

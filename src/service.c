@@ -273,6 +273,28 @@ static void sweep_pins(const char *pin_dir)
 
 /* ---- reload ---------------------------------------------------------------- */
 
+/*
+ * The file changed t: replace a value `set` saved for it. Also for a cgroup
+ * waited for (its service stopped), named by its path, or the saved value
+ * would win over the file's new one when the cgroup is back.
+ */
+static int saved_reload(struct inst *in, const struct sp_module *m, const struct sp_tunable *t,
+			__u32 v)
+{
+	struct sp_run *run;
+	int err;
+
+	if (in->state == I_ATTACHED)
+		return sp_persist_reload(&in->run, m, t, v);
+	if (strlen(in->abs) >= sizeof(run->cgroup) || !(run = calloc(1, sizeof(*run))))
+		return -1;
+	run->persist = true;
+	memcpy(run->cgroup, in->abs, strlen(in->abs) + 1);
+	err = sp_persist_reload(run, m, t, v);
+	free(run);
+	return err;
+}
+
 /* Write the tunables of in whose configured value differs in sec; one line each. */
 static int retune(struct inst *in, const struct sp_cfg_section *sec)
 {
@@ -296,7 +318,7 @@ static int retune(struct inst *in, const struct sp_cfg_section *sec)
 			memcpy(cfg + t->off, &now, sizeof(now));
 			dirty = true;
 			changed++;
-			if (in->state == I_ATTACHED && sp_persist_reload(&in->run, m, t, now))
+			if (saved_reload(in, m, t, now))
 				sp_log(SP_LOG_ERROR, "%s: %s.%s: updating its saved value failed", what(in),
 				       m->name, t->name);
 			sp_log(SP_LOG_INFO, "%s%s: %s.%s %u -> %u", in->abs[0] ? "cgroup " : "",

@@ -10,27 +10,34 @@
 #   p20m0    prob=20 mode=0 (the patch's default)
 #   p20m1    prob=20 mode=1
 #   memory   prob=20 mode=1 with path memory (revert_pct=RH_REVERT)
+#   corr     policy=1 mode=1: rehash episodes within one srtt of a sibling's
+#   dens     policy=2 mode=1: rehash flows losing > 3 x the pair's best per byte
+#   reuse    policy=2 mode=1 reuse=1: and start / land on known-good hashes
 # Per run: goodput of the cgroup's flows / the oracle's goodput in the same
 # round, and fairness = fastest / slowest of the cgroup's flows.
 # The machine this was written on is small and shared: RUNS and SECS default
-# to 3 x 8 s (the issue asks for 10 runs, 30 s for fairness): say so beside
-# any number.
+# to 3 x 8 s, FAIR_SECS (2x7, 3x6, 3x16) to 30 s (the issue asks for 10 runs):
+# say so beside any number.
 source "$ROOT/tests/lib_ecmp.sh"
 RUNS=${RUNS:-3}
 SECS=${SECS:-8}
+FAIR_SECS=${FAIR_SECS:-30}
 RH_REVERT=${RH_REVERT:-85}
-CONFIGS=${CONFIGS:-"oracle kernel p20m0 p20m1 memory"}
+CONFIGS=${CONFIGS:-"oracle kernel p20m0 p20m1 memory dens"}
 LOSSY=
 CROSS=
 FAMILY=6
 
 set_config() {
-	local sets
+	local sets off="rehash.policy=0 rehash.reuse=0"
 	case $1 in
-	oracle|kernel) sets="rehash.prob=0 rehash.mode=0 rehash.revert_pct=0" ;;
-	p20m0) sets="rehash.prob=20 rehash.mode=0 rehash.revert_pct=0" ;;
-	p20m1) sets="rehash.prob=20 rehash.mode=1 rehash.revert_pct=0" ;;
-	memory) sets="rehash.prob=20 rehash.mode=1 rehash.revert_pct=$RH_REVERT" ;;
+	oracle|kernel) sets="rehash.prob=0 rehash.mode=0 rehash.revert_pct=0 $off" ;;
+	p20m0) sets="rehash.prob=20 rehash.mode=0 rehash.revert_pct=0 $off" ;;
+	p20m1) sets="rehash.prob=20 rehash.mode=1 rehash.revert_pct=0 $off" ;;
+	memory) sets="rehash.prob=20 rehash.mode=1 rehash.revert_pct=$RH_REVERT $off" ;;
+	corr) sets="rehash.prob=20 rehash.mode=1 rehash.revert_pct=0 rehash.policy=1 rehash.reuse=0" ;;
+	dens) sets="rehash.prob=20 rehash.mode=1 rehash.revert_pct=0 rehash.policy=2 rehash.reuse=0" ;;
+	reuse) sets="rehash.prob=20 rehash.mode=1 rehash.revert_pct=0 rehash.policy=2 rehash.reuse=1" ;;
 	esac
 	"$SP" set --pin-path "$PIN" $sets >/dev/null || fail "set $1"
 	if [ "$1" != oracle ]; then
@@ -66,8 +73,9 @@ run_flows() {
 	[ -n "$xp" ] && wait "$xp"
 }
 
-scenario() { # scenario NAME PATHS RATES FLOWS [lossy|cross|vxlan]
-	local name=$1 paths=$2 rates=$3 flows=$4 kind=${5:-} cfg r
+scenario() { # scenario NAME PATHS RATES FLOWS [lossy|cross|vxlan|fair]
+	local name=$1 paths=$2 rates=$3 flows=$4 kind=${5:-} cfg r SECS=$SECS
+	[ "$kind" = fair ] && SECS=$FAIR_SECS
 	cleanup_topo
 	LOSSY= CROSS= FAMILY=6
 	ecmp_topo "$paths" "$rates"
@@ -87,7 +95,7 @@ scenario() { # scenario NAME PATHS RATES FLOWS [lossy|cross|vxlan]
 	for r in $(seq "$RUNS"); do
 		for cfg in $CONFIGS; do
 			set_config "$cfg"
-			echo "$name|$cfg|$r|$(run_flows "$flows")" >>"$TMP/rh.raw"
+			echo "$name|$cfg|$r|$(run_flows "$flows")" >>"$RAW"
 		done
 	done
 }
@@ -163,8 +171,20 @@ table() {
 }
 
 header() {
-	echo "| scenario | oracle | kernel (prob=0) | prob=20 mode=0 | prob=20 mode=1 | memory (p20m1, revert_pct=$RH_REVERT) |"
-	echo "|---|---|---|---|---|---|"
+	local c h="| scenario |" l="|---|"
+	for c in $CONFIGS; do
+		case $c in
+		kernel) c="kernel (prob=0)" ;;
+		p20m0) c="prob=20 mode=0" ;;
+		p20m1) c="prob=20 mode=1" ;;
+		memory) c="memory (p20m1, revert_pct=$RH_REVERT)" ;;
+		corr) c="policy=1 (timing)" ;;
+		dens) c="policy=2 (density)" ;;
+		reuse) c="policy=2 + reuse" ;;
+		esac
+		h="$h $c |" l="$l---|"
+	done
+	echo "$h"; echo "$l"
 }
 
 # POOL="results/rehash-raw-A.txt results/rehash-raw-B.txt": only the table,
@@ -185,30 +205,33 @@ if [ "${SCENARIOS:-}" = cost ]; then
 	return 0 2>/dev/null || exit 0
 fi
 sp_start --cgroup "$CG" --modules rehash
-: >"$TMP/rh.raw"
+# Written as it goes: a session cut short keeps what it measured.
+mkdir -p "$ROOT/results"
+RAW=$ROOT/results/rehash-raw-$ID.txt
+: >"$RAW"
 for s in ${SCENARIOS:-2x2 2x7 3x6 3x16 lossy unequal cross vxlan}; do
 	case $s in
 	2x2) scenario "2 paths, 2 flows" 2 100mbit 2 ;;
-	2x7) scenario "2 paths, 7 flows" 2 100mbit 7 ;;
-	3x6) scenario "3 paths, 6 flows" 3 100mbit 6 ;;
-	3x16) scenario "3 paths, 16 flows" 3 100mbit 16 ;;
+	2x7) scenario "2 paths, 7 flows" 2 100mbit 7 fair ;;
+	3x6) scenario "3 paths, 6 flows" 3 100mbit 6 fair ;;
+	3x16) scenario "3 paths, 16 flows" 3 100mbit 16 fair ;;
 	lossy) scenario "2 paths (one drops 50%), 7 flows" 2 100mbit 7 lossy ;;
 	unequal) scenario "unequal paths 100+50, 3 flows" 2 100mbit,50mbit 3 ;;
 	cross) scenario "2 paths, 2 flows + 1 cross flow on path 0" 2 100mbit 2 cross ;;
 	vxlan) scenario "IPv4 over VXLAN, 2 paths, 2 flows" 2 100mbit 2 vxlan ;;
 	esac
 done
-mkdir -p "$ROOT/results" && cp "$TMP/rh.raw" "$ROOT/results/rehash-raw-$ID.txt" 2>/dev/null
 
 echo "## rehash: goodput and fairness on ECMP, as ratios to the oracle"
 echo
-echo "Paths of 100 Mbit/s unless named (tbf, 5 ms queue). $RUNS runs of $SECS s per cell,"
+echo "Paths of 100 Mbit/s unless named (tbf, 5 ms queue). $RUNS runs of $SECS s per cell"
+echo "($FAIR_SECS s for 2x7, 3x6, 3x16),"
 echo "configurations interleaved, fresh connections each run."
 echo "goodput = the cgroup's goodput / the oracle's in the same round; fairness = fastest /"
 echo "slowest of the cgroup's flows. mean (worst) over runs. oracle goodput in Mbit/s."
 echo
 header
-table "$TMP/rh.raw"
+table "$RAW"
 echo
 echo "rehash counters over the whole benchmark: $(sp_json '.modules.rehash | del(.connections, .windows) | tostring')"
 echo

@@ -74,6 +74,15 @@ t_config_check() {
 	check_bad 3 "expected KEY = VALUE" "[cgroup sp-test-$ID/a]" "modules rehash"
 	check_bad 3 "unknown module 'nope'" "[cgroup sp-test-$ID/a]" "modules = nope"
 	check_bad 2 "interval 99999999: expected seconds" "interval = 99999999" "[cgroup sp-test-$ID/a]"
+	# A key given twice is an error, not "the last one wins".
+	check_bad 4 "modules: already set at line 3" "[cgroup sp-test-$ID/a]" "modules = rehash" "modules = pmtu"
+	check_bad 3 "interval: already set at line 2" "interval = 5" "interval = 7" "[cgroup sp-test-$ID/a]"
+	check_bad 2 "pin-path: already set at line 1" "pin-path = $PIN-2" "[cgroup sp-test-$ID/a]"
+	# A section inside another running the same module could not override it (both programs run).
+	check_bad 3 "overlaps [cgroup sp-test-$ID] at line 2: sp-test-$ID's rehash programs also run for sp-test-$ID/a's" \
+		"[cgroup sp-test-$ID]" "[cgroup sp-test-$ID/a]" "modules = rehash"
+	check_bad 4 "[cgroup /]: overlaps [cgroup sp-test-$ID/a] at line 2: /'s tcpstats" \
+		"[cgroup sp-test-$ID/a]" "modules = tcpstats" "[cgroup /]"
 	# Nothing of those runs is left: no programs, no pins.
 	assert_eq "$(progs_of a)" "" "programs after refused runs"
 	[ -e "$PIN" ] && fail "pin folder left by a refused run"
@@ -81,7 +90,55 @@ t_config_check() {
 	conf "[cgroup sp-test-$ID/a]"
 	"$SP" run --config "$TMP/sp.conf" --cgroup / --state-dir "$TMP/state" >/dev/null 2>&1; assert_eq $? 2 "--config with --cgroup"
 	"$SP" check-config "$TMP/sp.conf" | grep -qx "cgroup sp-test-$ID/a: pins in $PIN/sp-test-$ID:a" || fail "pin folder name"
+	# Disjoint sections are fine, also nested ones with no module in common.
+	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "[cgroup sp-test-$ID/ab]" "modules = rehash" \
+	     "[cgroup sp-test-$ID]" "modules = tcpstats"
+	"$SP" check-config "$TMP/sp.conf" >/dev/null || fail "disjoint sections refused"
 	return 0
+}
+
+# A root service runs what its file says: a file others can write, or that is
+# not a regular file (a FIFO would block the event loop on reload), is refused
+# at start and on reload, which keeps the running policy.
+t_config_file_trust() {
+	local f=$TMP/sp.conf p out
+	cg_tree a
+	conf "[cgroup sp-test-$ID/a]" "modules = tcpstats"
+	refused() {	# EXPECTED-TEXT: check-config and run refuse $f, one line, nothing attached
+		out=$("$SP" check-config "$f" 2>&1) && fail "check-config accepted: $(ls -l "$f")"
+		[[ $out == "stackpilot: $f: "*"$1"* ]] && [ "$(echo "$out" | wc -l)" = 1 ] || fail "check-config said: $out"
+		out=$(timeout 10 "$SP" run --config "$f" --state-dir "$TMP/state" 2>&1); assert_eq $? 1 "run exit status: $out"
+		assert_eq "$(progs_of a)" "" "programs after a refused run"
+	}
+	chmod 666 "$f"; refused "must belong to root"
+	chmod 664 "$f"; chgrp nogroup "$f"; refused "mode 0664"
+	chmod 644 "$f"; chown nobody "$f"; refused "owned by uid 65534"
+	chown 0:0 "$f"
+	# A symlink is followed; its target is what is checked.
+	ln -s "$f" "$TMP/link.conf"
+	"$SP" check-config "$TMP/link.conf" >/dev/null || fail "symlink to a good file refused"
+	# A huge file is a mistake, refused before reading it.
+	{ cat "$f"; head -c 1100000 /dev/zero | tr '\0' '#' | fold -w 100; } >"$TMP/huge.conf"
+	out=$("$SP" check-config "$TMP/huge.conf" 2>&1); assert_eq $? 1 "check-config of a 1.1 MB file: $out"
+	[[ $out == *"huge.conf: over 1048576 bytes"* ]] || fail "huge file: $out"
+	mkfifo "$TMP/fifo.conf"
+	out=$(timeout 10 "$SP" check-config "$TMP/fifo.conf" 2>&1); assert_eq $? 1 "check-config of a FIFO: $out"
+	[[ $out == *"fifo.conf: not a regular file"* ]] || fail "FIFO: $out"
+	cfg_start
+	p=$(progs_of a)
+	[ -n "$p" ] || fail "not attached"
+	chmod 666 "$f"
+	reload
+	grep -q "reload rejected, the running policy stays: $f: owned by uid 0, mode 0666" "$TMP/sp.err" ||
+		fail "world-writable file on reload: $(tail -2 "$TMP/sp.err")"
+	chmod 644 "$f"
+	mv "$f" "$f.good"; mkfifo "$f"
+	reload
+	grep -q "reload rejected, the running policy stays: $f: not a regular file" "$TMP/sp.err" ||
+		fail "FIFO on reload: $(tail -2 "$TMP/sp.err")"
+	assert_eq "$(progs_of a)" "$p" "programs after rejected reloads"
+	rm "$f"; mv "$f.good" "$f"
+	sp_stop || fail "exit status"
 }
 
 # The issue's whole-service test: three cgroups with different policies,
@@ -370,4 +427,78 @@ t_config_pmtu_state_restart() {
 	assert_eq "$(ls "$TMP/state")" "cgroup-sp-test-$ID.pmtu" "state files"
 	sp_stop || fail "exit"
 	assert_eq "$(ip netns exec "$NS_S" sysctl -n net.ipv4.tcp_mtu_probing)" 0 "tcp_mtu_probing after the run"
+}
+
+# Ten SIGHUPs in a row, one of them with a value changed, then a second
+# run of the same file: the run lives, keeps its programs, ends with the
+# file's value; the second is refused with one line and changes nothing.
+t_config_reload_storm() {
+	local a b out rc
+	cg_tree a b
+	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 10" "[cgroup sp-test-$ID/b]" "modules = tcpstats"
+	cfg_start
+	a=$(progs_of a) b=$(progs_of b)
+	for i in $(seq 10); do
+		[ $i = 5 ] && conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 11" \
+				   "[cgroup sp-test-$ID/b]" "modules = tcpstats"
+		kill -HUP "$SP_PID" || fail "run gone after $i SIGHUPs"
+	done
+	wait_for eval '[ "$(get_cg a rehash.prob)" = 11 ]' || fail "value after the storm: $(get_cg a rehash.prob)"
+	sleep 0.3
+	kill -0 "$SP_PID" || fail "run ended in the storm"
+	assert_eq "$(progs_of a) $(progs_of b)" "$a $b" "programs after 10 SIGHUPs"
+	assert_eq "$(grep -c 'rehash.prob 10 -> 11' "$TMP/sp.err")" 1 "lines for the one change"
+	out=$("$SP" run --config "$TMP/sp.conf" --interval 0 --state-dir "$TMP/state" 2>&1); rc=$?
+	assert_eq $rc 1 "second run of the same file: $out"
+	assert_eq "$(echo "$out" | grep -c .)" 1 "lines of the second run: $out"
+	assert_eq "$(progs_of a) $(progs_of b)" "$a $b" "programs after a refused second run"
+	assert_eq "$(get_cg a rehash.prob)" 11 "value after a refused second run"
+	sp_stop || fail "exit status"
+	no_progs a b || fail "programs left after stop"
+}
+
+# A value the file changes while its cgroup is gone (a service stopped)
+# replaces what `set` saved for it, as for an attached cgroup: when the
+# cgroup is back it runs with the file's new value, not the older saved one.
+t_config_reload_while_waiting() {
+	cg_tree a
+	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 10"
+	cfg_start
+	"$SP" set --pin-path "$PIN" --cgroup "sp-test-$ID/a" rehash.prob=66 rehash.mode=1 >/dev/null || fail set
+	rmdir "$CG/a" || fail rmdir
+	wait_for test ! -e "$PIN/sp-test-$ID:a" || fail "not detached"
+	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 50"
+	reload
+	mkdir "$CG/a" || fail mkdir
+	wait_for has_progs a || fail "not attached when back: $(tail -3 "$TMP/sp.err")"
+	assert_eq "$(get_cg a rehash.prob)" 50 "the file's changed value after the cgroup came back"
+	assert_eq "$(get_cg a rehash.mode)" 1 "a saved value the file does not change"
+	sp_stop || fail "exit status"
+	cfg_start
+	assert_eq "$(get_cg a rehash.prob) $(get_cg a rehash.mode)" "50 1" "after a restart"
+	sp_stop || fail "exit status"
+}
+
+# A reload that removes the cgroup of a client mid-transfer: its programs
+# go, its connection does not (the transfer completes, at its own pace).
+t_config_reload_mid_transfer() {
+	local c t0
+	netns_pair; cg_tree front back
+	tc -n "$NS_A" qdisc add dev "v$ID"a root tbf rate 20mbit burst 32kb latency 50ms || fail tbf
+	tcp_server 5201
+	conf "[cgroup sp-test-$ID/front]" "modules = tcpstats,rehash,pmtu" "rehash.prob = 100" \
+	     "[cgroup sp-test-$ID/back]" "modules = tcpstats"
+	cfg_start
+	t0=$(date +%s%N)
+	in_cg front ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 5000000 1 20 >/dev/null &
+	c=$!
+	sleep 0.5
+	kill -0 $c 2>/dev/null || fail "transfer ended before the reload: too fast for this test"
+	conf "[cgroup sp-test-$ID/back]" "modules = tcpstats"
+	reload
+	assert_eq "$(progs_of front)" "" "programs of the removed cgroup"
+	wait $c || fail "transfer broken by the reload"
+	echo "transfer took $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+	kill -0 "$SP_PID" || fail "run ended"
+	sp_stop || fail "exit status"
 }

@@ -269,3 +269,43 @@ t_persist_dry_run_fragguard() {
 	assert_eq "$(sp_json .dry_run)" false "status dry_run without --dry-run"
 	assert_eq "$(sp_ctl get fragguard.enforce)" fragguard.enforce=1 "enforce without --dry-run"
 }
+
+# The state folder itself hostile (a symlink, another user's, group-writable):
+# the run is refused with one line naming it and nothing stays attached.
+t_persist_hostile_state_dir() {
+	local out rc d=$TMP/real
+	make_cgroup
+	mkdir -m 700 "$d"
+	try() {	# WHAT EXPECTED-TEXT
+		out=$("$SP" run --pin-path "$PIN" --cgroup "$CG" --modules rehash --persist --interval 0 \
+			--state-dir "$STATE" 2>&1); rc=$?
+		assert_eq $rc 1 "run with a state folder that is $1: $out"
+		[[ $out == *"$STATE"*"$2"* ]] || fail "$1: $out"
+		assert_eq "$(bpftool cgroup show "$CG" | wc -l)" 0 "programs after the refusal ($1)"
+	}
+	ln -s "$d" "$STATE"; try "a symlink" "symlink"
+	rm "$STATE"; mkdir -m 700 "$STATE"; chown nobody "$STATE"; try "another user's" "owned by uid 65534"
+	chown 0 "$STATE"; chmod 770 "$STATE"; try "group-writable" "writable by group or others"
+	chmod 700 "$STATE"
+	sp_start --cgroup "$CG" --modules rehash --persist --state-dir "$STATE"
+	sp_stop || fail "exit with a good state folder"
+}
+
+# Two shells running `set --persist` at once, each its own key, 20 times:
+# no update is lost (one read-modify-write after the other).
+t_persist_concurrent_set() {
+	local a b
+	make_cgroup
+	sp_start --cgroup "$CG" --modules tcpstats,rehash --persist --state-dir "$STATE"
+	( for i in $(seq 1 20); do sp_ctl set rehash.prob=$i >/dev/null || exit 1; done ) & a=$!
+	( for i in $(seq 1 20); do sp_ctl set tcpstats.port=$((5000 + i)) >/dev/null || exit 1; done ) & b=$!
+	wait $a || fail "set in shell 1"
+	wait $b || fail "set in shell 2"
+	local f=$STATE/cgroup-sp-test-$ID.tunables
+	grep -qx rehash.prob=20 "$f" && grep -qx tcpstats.port=5020 "$f" || fail "lost update: $(cat "$f")"
+	ls "$STATE" | grep -q '\.tmp\.' && fail "temporary files left: $(ls "$STATE")"
+	sp_stop || fail "exit"
+	sp_start --cgroup "$CG" --modules tcpstats,rehash --state-dir "$STATE"
+	assert_eq "$(sp_ctl get rehash.prob tcpstats.port | tr '\n' ' ')" "rehash.prob=20 tcpstats.port=5020 " "after restart"
+	sp_stop || fail "exit"
+}

@@ -75,16 +75,18 @@ t_rehash_prob_clamped() {
 	rh_setup
 	"$SP" set --pin-path "$PIN" rehash.mode=1 >/dev/null || fail set
 	# prob=0 first (struct order: prob, mode, rounds, delay_pct, pause_ms, defer_rtts,
-	# revert_pct, probe_rtts).
+	# revert_pct, probe_rtts, policy, reuse, enforce).
 	bpftool map update pinned "$PIN/rehash_cfg" key 0 0 0 0 value \
-		0 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0  0 0 0 0  16 0 0 0 || fail bpftool
+		0 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0  0 0 0 0  16 0 0 0 \
+		0 0 0 0  0 0 0 0  1 0 0 0 || fail bpftool
 	flow 2
 	local ep=$(rh episodes)
 	assert_ge "$ep" 1 "episodes with prob=0"
 	assert_eq "$(rh suppressed_prob)" "$ep" "suppressed by prob=0"
 	assert_eq "$(( $(rh rehash_now) + $(rh rehash_deferred) ))" 0 "rehashes with prob=0"
 	bpftool map update pinned "$PIN/rehash_cfg" key 0 0 0 0 value \
-		250 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0  0 0 0 0  16 0 0 0 || fail bpftool
+		250 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0  0 0 0 0  16 0 0 0 \
+		0 0 0 0  0 0 0 0  1 0 0 0 || fail bpftool
 	assert_eq "$("$SP" get --pin-path "$PIN" rehash.prob)" "rehash.prob=250" "raw map value"
 	flow 2
 	assert_ge "$(rh episodes)" $((ep + 1)) "episodes with prob=250"
@@ -245,14 +247,16 @@ t_rehash_vxlan_outer_port() {
 	assert_ge "$(rh retrans_seen)" 1 "inner retransmissions (losses at the tbf queue)"
 	assert_eq "$base" 1 "outer ports of the data flow without rehash"
 	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
-	in_cgroup ip netns exec "$NS_S" iperf3 -4 -c 10.99.0.2 -p 5201 -t 4 >/dev/null || fail "iperf3 overlay"
+	# Two inner flows: one alone on a path had as few as 1 episode in 4 s.
+	in_cgroup ip netns exec "$NS_S" iperf3 -4 -c 10.99.0.2 -p 5201 -t 4 -P 2 >/dev/null ||
+		fail "iperf3 overlay"
 	local n=$(( $(rh rehash_now) + $(rh rehash_deferred_done) + $(rh rehash_deferred_forced) ))
 	local ports=$(ecmp_vxlan_sports)
 	echo "prob=100: $n rehashes, outer source ports $ports in all; p0 $(path_tx 0) p1 $(path_tx 1)"
 	assert_ge "$n" 2 "rehashes of the inner flow"
-	# The new data flow's port, plus one per rehash, less the few a random
+	# The new data flows' ports, plus one per rehash, less the few a random
 	# hash maps onto a port already seen.
-	assert_ge "$ports" $((base + 1 + n / 2)) "outer source ports after $n rehashes"
+	assert_ge "$ports" $((base + 2 + n / 2)) "outer source ports after $n rehashes"
 }
 
 # Path memory: a flow alone on its path is moved by every episode (prob=100);
@@ -284,4 +288,185 @@ t_rehash_memory_reverts_worse_path() {
 		select(.new_rate_kBps * 100 >= .old_rate_kBps * 85 or .new_qdelay_us * 2 < .old_qdelay_us)' |
 		grep -q . && fail "a revert against the rule: $(sp_json '.modules.rehash.windows')"
 	assert_ge "$(sp_json '[.modules.rehash.connections[] | .reverts] | max')" 1 "reverts in the per-connection view"
+}
+
+# Decisions of policy 1 and 2 on real sockets whose paths R1 pins by policy
+# routing (a rehash changes nothing there, so the same situation repeats).
+# rh_pin PORT PATH: flows to D's PORT take PATH (before the oracle's rules).
+rh_pin() {
+	ip -n "$NS_R1" -6 rule add ipproto tcp dport "$1" table $((100 + $2)) pref $((900 + $2)) ||
+		fail "pin rule"
+}
+rh_tables() { [ "$(ip netns exec "$NS_R1" nft list tables | grep -c sporacle)" = 1 ] || ecmp_tables; }
+rh_decided() { echo $(( $(rh rehash_now) + $(rh rehash_deferred) )); }
+# Two 4 s flows from the cgroup, to D's ports 5201 and 5203; with an
+# argument, rh_inject it meanwhile.
+rh_two_flows() {
+	local p
+	for p in 5203 5201; do
+		in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p $p -t 4 >/dev/null &
+		BG_PIDS+=($!)
+	done
+	if [ -n "${1:-}" ]; then sleep 0.5; rh_inject "$1"; fi
+	wait "${BG_PIDS[-1]}" "${BG_PIDS[-2]}" || fail "iperf3"
+}
+
+# Policy 2 (loss density): two flows alone on their paths lose ~0.3 times
+# per MB, two flows sharing one path ~2.7 times each: the second situation
+# rehashes, the first (almost) never.
+t_rehash_policy_density_shared_vs_separate() {
+	local d0 d1 s1 s2 e1
+	rh_setup
+	rh_tables
+	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail iperf3
+	"$SP" set --pin-path "$PIN" rehash.policy=2 rehash.mode=1 >/dev/null || fail set
+	rh_pin 5201 0; rh_pin 5203 1
+	d0=$(rh_decided)
+	rh_two_flows
+	d1=$(rh_decided) s1=$(rh shared_episodes) e1=$(rh episodes)
+	# Both ports on path 0 now.
+	ip -n "$NS_R1" -6 rule del pref 901
+	ip -n "$NS_R1" -6 rule add ipproto tcp dport 5203 table 100 pref 901
+	rh_two_flows
+	s2=$(( $(rh shared_episodes) - s1 ))
+	echo "separate paths: $e1 episodes, $s1 judged shared, $((d1 - d0)) rehashes"
+	echo "one path: $(( $(rh episodes) - e1 )) episodes, $s2 judged shared, $(( $(rh_decided) - d1 )) rehashes"
+	assert_ge "$(( $(rh_decided) - d1 ))" 8 "rehashes of two flows sharing a path"
+	assert_ge "$(( $(rh_decided) - d1 ))" $(( 4 * (d1 - d0) )) "rehashes sharing vs 4 x separate"
+}
+
+# Policy 1 (timing): losses put on both flows at the same instant (an nft
+# rule that drops 1 in 4 of their packets for ~10 ms; the sender sends
+# packets of at most 2 segments, so that is a few segments, not an RTO) start both flows'
+# episodes within one srtt: the second to start rehashes, the first does
+# not. The same drops put on one flow, then 150 ms later on the other, are
+# not correlated and move nothing beyond the paths' own chance coincidences.
+rh_drop() { # rh_drop PORTS: drop 1 in 4 of their packets for ~10 ms
+	ip netns exec "$NS_R1" nft add rule ip6 sp c_drop tcp dport "$1" numgen random mod 4 == 0 drop
+	sleep 0.01; ip netns exec "$NS_R1" nft flush chain ip6 sp c_drop
+}
+rh_inject() { # rh_inject sync|apart: 10 rounds of drops, 300 ms apart
+	local r
+	for r in $(seq 10); do
+		if [ "$1" = sync ]; then
+			rh_drop '{ 5201, 5203 }'; sleep 0.3
+		else
+			rh_drop 5201; sleep 0.15; rh_drop 5203; sleep 0.15
+		fi
+	done
+}
+t_rehash_policy_corr_sync_vs_apart() {
+	local s0 d0 sa da
+	rh_setup
+	rh_tables
+	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail iperf3
+	ip netns exec "$NS_R1" nft add chain ip6 sp c_drop '{ type filter hook forward priority -1; }'
+	"$SP" set --pin-path "$PIN" rehash.policy=1 rehash.mode=1 >/dev/null || fail set
+	rh_pin 5201 0; rh_pin 5203 1
+	ip -n "$NS_S" link set dev s0 gso_max_segs 2 || fail "gso_max_segs"
+	s0=$(rh shared_episodes) d0=$(rh_decided)
+	rh_two_flows apart
+	sa=$(( $(rh shared_episodes) - s0 )) da=$(( $(rh_decided) - d0 ))
+	echo "apart: $(rh episodes) episodes in all, $sa correlated, $da rehashes"
+	s0=$(rh shared_episodes) d0=$(rh_decided)
+	local e0=$(rh episodes) o0=$(rh own_episodes)
+	rh_two_flows sync
+	local ss=$(( $(rh shared_episodes) - s0 )) ds=$(( $(rh_decided) - d0 ))
+	echo "sync: $(( $(rh episodes) - e0 )) episodes, $(( $(rh own_episodes) - o0 )) own, $ss correlated, $ds rehashes"
+	assert_ge "$ss" 5 "correlated episodes after 10 simultaneous drops"
+	assert_ge "$ss" $((sa + 4)) "correlated: simultaneous vs apart"
+	assert_ge "$ds" $((da + 4)) "rehashes: simultaneous vs apart"
+	# One of each pair: the first episode of a pair has no sibling's before it.
+	assert_ge "$(( $(rh own_episodes) - o0 ))" "$((ss / 2))" "uncorrelated (first of a pair) episodes"
+}
+
+# Good-hash reuse: a flow that delivered on its txhash without a sign of a
+# busy path leaves it to the next connection to the same addresses, which
+# starts on it (its flow label at R1 is the first flow's). reuse=0 starts
+# on the kernel's random hash.
+rh_data_port() { jq -r '.start.connected[0].local_port'; }
+rh_label_of() { labels | jq -c --arg p "$1" '.[$p] // []'; }
+t_rehash_reuse_good_hash() {
+	local pa pb pc la lb lc
+	rh_setup
+	"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.reuse=1 >/dev/null || fail set
+	pa=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 2 -J | rh_data_port)
+	la=$(rh_label_of "$pa")
+	assert_eq "$(echo "$la" | jq length)" 1 "labels of the first flow (no rehash)"
+	assert_ge "$(rh good_hash_added)" 1 "good hashes recorded at close"
+	pb=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 1 -J | rh_data_port)
+	lb=$(rh_label_of "$pb")
+	echo "first flow :$pa labels $la; second :$pb labels $lb; reused $(rh reuse_at_connect)"
+	assert_ge "$(rh reuse_at_connect)" 1 "connections started on a good hash"
+	echo "$lb" | jq -e --argjson a "$la" 'index($a[0]) != null' >/dev/null ||
+		fail "second flow did not take the first one's label: $la vs $lb"
+	"$SP" set --pin-path "$PIN" rehash.reuse=0 >/dev/null || fail set
+	local r0=$(rh reuse_at_connect)
+	pc=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 1 -J | rh_data_port)
+	lc=$(rh_label_of "$pc")
+	assert_eq "$(rh reuse_at_connect)" "$r0" "connections given a good hash with reuse=0"
+	echo "$lc" | jq -e --argjson a "$la" 'index($a[0]) == null' >/dev/null ||
+		fail "reuse=0 flow took a remembered label: $la vs $lc"
+}
+
+# enforce=0 (run --dry-run): every decision is made and counted as with
+# enforce=1, but sk_txhash is never written: one flow label on the wire.
+# A value of 7 written by bpftool acts as 1.
+t_rehash_enforce_dry_run() {
+	rh_setup
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 rehash.enforce=0 >/dev/null || fail set
+	flow 3
+	local n=$(( $(rh rehash_now) + $(rh rehash_deferred_done) + $(rh rehash_deferred_forced) ))
+	echo "dry run: $n rehashes decided and applied, $(rh dry_run_skipped) writes skipped, labels $(labels)"
+	assert_ge "$n" 2 "rehashes counted in a dry run"
+	assert_eq "$(rh dry_run_skipped)" "$n" "writes skipped"
+	assert_eq "$(labels_max)" 1 "flow labels of one flow in a dry run"
+	sp_json '.modules.rehash.connections[] | .txhash' | grep -qv '^0$' && fail "txhash shown as written"
+	bpftool map update pinned "$PIN/rehash_cfg" key 0 0 0 0 value \
+		100 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0  0 0 0 0  16 0 0 0 \
+		0 0 0 0  0 0 0 0  7 0 0 0 || fail bpftool
+	local skipped=$(rh dry_run_skipped)
+	flow 3
+	assert_eq "$(rh dry_run_skipped)" "$skipped" "writes skipped with enforce=7 (acts as 1)"
+	assert_ge "$(labels_max)" 3 "flow labels with enforce=7"
+}
+
+# rehash_dests values written by bpftool (times in the future, a base of
+# all ones, full good list with future times, next past the end) cost at
+# most a decision: no good hash is taken from it, the base is learned anew
+# (a flow alone on path 1), and then two flows pinned to path 0 still
+# rehash under policy 2 (how often depends on that base: 1-30 times).
+t_rehash_dests_bpftool_values() {
+	rh_setup
+	rh_tables
+	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail iperf3
+	rh_pin 5201 0; rh_pin 5203 1
+	"$SP" set --pin-path "$PIN" rehash.policy=2 rehash.mode=1 rehash.reuse=1 >/dev/null || fail set
+	# key: AF_INET6, fd01::1, fd02::2
+	local key="10 0 0 0 0xfd 1 0 0 0 0 0 0 0 0 0 0 0 0 0 1 0xfd 2 0 0 0 0 0 0 0 0 0 0 0 0 0 2"
+	local val=$(for i in $(seq 144); do printf '0xff '; done)
+	bpftool map update pinned "$PIN/rehash_dests" key $key value $val || fail "bpftool dests"
+	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5203 -t 4 >/dev/null || fail iperf3
+	assert_eq "$(rh reuse_at_connect)" 0 "good hashes taken from a garbage list"
+	local base=$(bpftool -j map lookup pinned "$PIN/rehash_dests" key $key | jq -r '.formatted.value.base')
+	echo "base learned by a flow alone: $base episodes per GiB"
+	[ "$base" != 18446744073709551615 ] || fail "base of all ones kept"
+	ip -n "$NS_R1" -6 rule del pref 901
+	rh_pin 5203 0
+	local d0=$(rh_decided)
+	rh_two_flows
+	echo "shared path: $(rh shared_episodes) judged shared, $(( $(rh_decided) - d0 )) rehashes"
+	# moved_ns from the future read as recent, or the all-ones base kept,
+	# would leave this at 0.
+	assert_ge "$(( $(rh_decided) - d0 ))" 1 "policy 2 rehashes on a shared path after garbage"
+}
+
+# run --dry-run sets rehash.enforce=0: decisions counted, nothing written.
+t_rehash_run_dry_run() {
+	rh_setup --dry-run
+	assert_eq "$("$SP" get --pin-path "$PIN" rehash.enforce)" rehash.enforce=0 "enforce in a dry run"
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	flow 3
+	assert_ge "$(rh dry_run_skipped)" 2 "rehash writes skipped in a dry run"
+	assert_eq "$(labels_max)" 1 "flow labels of one flow in a dry run"
 }

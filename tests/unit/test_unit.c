@@ -360,7 +360,7 @@ static void test_config(void)
 		return;
 	}
 	fputs("log-level = debug  # comment\n[cgroup a/b.service]\nmodules = rehash , tcpstats\n"
-	      "rehash.prob = 0x21\n\n; another comment\n[cgroup /]\n", f);
+	      "rehash.prob = 0x21\n\n; another comment\n[cgroup c]\n", f);
 	fclose(f);
 	CHECK("config_load", !sp_config_load(path, &c) && c.nr_cgroups == 2 && c.log_level == SP_LOG_DEBUG);
 	t = sp_tunable_find("rehash.prob", &m);
