@@ -84,7 +84,7 @@ struct {
 } pmtu_sk SEC(".maps");
 
 struct cfg {
-	__u32 prefix4, prefix6, learn_bytes, enforce, search_new, searches_per_s;
+	__u32 prefix4, prefix6, learn_bytes, enforce, search_new, searches_per_s, threshold;
 	__u64 interval_ns;
 };
 
@@ -102,6 +102,7 @@ static __always_inline void read_cfg(struct cfg *c)
 	c->enforce = m.enforce;
 	c->search_new = m.search_new;
 	c->searches_per_s = m.searches_per_s;
+	c->threshold = m.threshold;
 }
 
 static __always_inline bool ask_token(const struct cfg *c, __u64 now)
@@ -349,12 +350,18 @@ static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *
 	make_key(skops, &c, &ev->key, ev->dst);
 	mtu = conn_mtu(skops, ev->key.family, false);
 	e = bpf_map_lookup_elem(&pmtu_dsts, &ev->key);
-	/* Known to pass: congestion, not MTU. Searched and fresh: the search
-	 * has said all it can (and set the route, with route=1). Unless the
-	 * third RTO in a row: what passed may not any more. */
-	if (!mtu || (e && (e->low >= mtu || (e->state == SP_PM_S_SEARCHED &&
-					     fresh(e, &c, bpf_ktime_get_ns()))) &&
-		     (skops->args[0] < 2 || bpf_ktime_get_ns() - e->updated_ns < SP_PM_RECHECK_NS))) {
+	/* Known to pass: congestion, not MTU, unless it is the third RTO in a
+	 * row of a connection at low (our clamp): what passed may not any more
+	 * (at most once per RECHECK). Below low by threshold or more, the
+	 * kernel's black-hole detection has just lowered the MSS (in this same
+	 * timer, before this callback) and its next retransmission passes.
+	 * Above low on a searched, fresh entry: the search has said all it can
+	 * (and set the route, with route=1); a connection the kernel or the
+	 * route rescues must not search the path again. */
+	if (!mtu || (e && e->low >= mtu &&
+		     (mtu + c.threshold <= e->low || skops->args[0] < 2 ||
+		      bpf_ktime_get_ns() - e->updated_ns < SP_PM_RECHECK_NS)) ||
+	    (e && e->low < mtu && e->state == SP_PM_S_SEARCHED && fresh(e, &c, bpf_ktime_get_ns()))) {
 		bpf_ringbuf_discard(ev, 0);
 		return;
 	}
