@@ -324,11 +324,11 @@ rh_two_flows() {
 # measurement that is not high moves the base 1/8 up, so the base drifts to
 # the sharing flows' own density (README, rehash policy 2). The test asks
 # for the direction, not the size.
-rh_seed_base() { # rh_seed_base EPISODES_PER_GIB
-	python3 - "$PIN/rehash_dests" "$1" <<-'PY' || fail "seed the base"
+rh_seed_base() { # rh_seed_base EPISODES_PER_GIB [FILL]: the other bytes FILL (default 0)
+	python3 - "$PIN/rehash_dests" "$1" "${2:-0}" <<-'PY' || fail "seed the base"
 	import ipaddress, struct, subprocess, sys, time
 	key = struct.pack("<I", 10) + ipaddress.IPv6Address("fd01::1").packed + ipaddress.IPv6Address("fd02::2").packed
-	val = bytearray(144)
+	val = bytearray([int(sys.argv[3])] * 144)
 	struct.pack_into("<QQ", val, 24, int(sys.argv[2]), time.monotonic_ns())
 	hx = lambda b: [f"{x:02x}" for x in b]
 	subprocess.run(["bpftool", "map", "update", "pinned", sys.argv[1], "key", "hex", *hx(key),
@@ -456,9 +456,11 @@ t_rehash_enforce_dry_run() {
 
 # rehash_dests values written by bpftool (times in the future, a base of
 # all ones, full good list with future times, next past the end) cost at
-# most a decision: no good hash is taken from it, the base is learned anew
-# (a flow alone on path 1), and then two flows pinned to path 0 still
-# rehash under policy 2 (how often depends on that base: 1-30 times).
+# most a decision: no good hash is taken from the list, and with everything
+# but the base all ones (a move time from the future), two flows pinned to
+# path 0 still rehash under policy 2. Not tested here: that an all-ones
+# base is replaced (a flow alone on a quiet machine may not lose 4 times,
+# so nothing replaces it; base_known() refuses its time from the future).
 t_rehash_dests_bpftool_values() {
 	rh_setup
 	rh_tables
@@ -471,16 +473,15 @@ t_rehash_dests_bpftool_values() {
 	bpftool map update pinned "$PIN/rehash_dests" key $key value $val || fail "bpftool dests"
 	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5203 -t 4 >/dev/null || fail iperf3
 	assert_eq "$(rh reuse_at_connect)" 0 "good hashes taken from a garbage list"
-	local base=$(bpftool -j map lookup pinned "$PIN/rehash_dests" key $key | jq -r '.formatted.value.base')
-	echo "base learned by a flow alone: $base episodes per GiB"
-	[ "$base" != 18446744073709551615 ] || fail "base of all ones kept"
+	# All ones again, but a sane base (a flow alone on a quiet machine
+	# loses too rarely to measure one, see t_rehash_policy_density_*): a
+	# move time from the future must not read as a recent move.
+	rh_seed_base 300 255
 	ip -n "$NS_R1" -6 rule del pref 901
 	rh_pin 5203 0
 	local d0=$(rh_decided)
 	rh_two_flows
 	echo "shared path: $(rh shared_episodes) judged shared, $(( $(rh_decided) - d0 )) rehashes"
-	# moved_ns from the future read as recent, or the all-ones base kept,
-	# would leave this at 0.
 	assert_ge "$(( $(rh_decided) - d0 ))" 1 "policy 2 rehashes on a shared path after garbage"
 }
 
