@@ -22,9 +22,6 @@
 #include "pmtu.skel.h"
 #include "state.h"
 
-#ifndef SO_NETNS_COOKIE
-#define SO_NETNS_COOKIE 71
-#endif
 #define MTU_PROBING "net/ipv4/tcp_mtu_probing"
 
 static const struct sp_tunable tunables[] = {
@@ -118,18 +115,15 @@ static int start(struct sp_run *run, void **inst)
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = run->btf_path);
 	struct pmtu_state *st = calloc(1, sizeof(*st));
 	const char *arg = sp_run_opt_arg(run, &mtu_probing_opt);
-	socklen_t l = sizeof(__u64);
 	__u32 v;
-	int err, fd;
+	int err;
 
 	if (!(*inst = st))
 		return sp_err("pmtu: %s", strerror(ENOMEM));
 	st->saved_mtu_probing = -1;
 	st->mtu_probing_arg = arg && !sp_parse_u32(arg, 0, 2, &v) ? (int)v : -1;
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &st->netns, &l))
+	if (sp_netns_cookie(&st->netns))
 		return sp_err("pmtu: reading this namespace's cookie: %s", strerror(errno));
-	close(fd);
 	/* Before anything is attached: a refused run leaves no trace, even briefly. */
 	if (apply_mtu_probing(st))
 		return -1;

@@ -20,13 +20,10 @@
 
 static char entries[MAX_ENTRIES][ENTRY_LEN];
 static int nr_entries, lock_fd = -1, lock_depth;
-#ifndef SO_NETNS_COOKIE
-#define SO_NETNS_COOKIE 71
-#endif
 
 static unsigned long netns_ino, my_start;
 /* Unlike the inode, never reused: tells our namespace from a dead one's. */
-static unsigned long long netns_cookie;
+static __u64 netns_cookie;
 static char path[128];
 static const struct sp_state_undo *undos[MAX_UNDO];
 static int nr_undos;
@@ -197,9 +194,7 @@ void sp_state_unlock(void)
 
 int sp_state_open(void)
 {
-	socklen_t cl = sizeof(netns_cookie);
 	struct stat st;
-	int fd, err;
 
 	if (lock_fd >= 0)
 		return 0;
@@ -207,14 +202,8 @@ int sp_state_open(void)
 		return sp_err("/proc/self/ns/net: %s", strerror(errno));
 	netns_ino = st.st_ino;
 	my_start = start_time(getpid());
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	err = fd < 0 || getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &netns_cookie, &cl);
-	if (err)
-		sp_err("reading this namespace's cookie: %s", strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	if (err)
-		return -1;
+	if (sp_netns_cookie(&netns_cookie))
+		return sp_err("reading this namespace's cookie: %s", strerror(errno));
 	if (mkdir(SP_STATE_DIR, 0700) && errno != EEXIST)
 		return sp_err("cannot create %s: %s", SP_STATE_DIR, strerror(errno));
 	/* Whoever can write here can make us undo anything: root's only. */
