@@ -48,7 +48,9 @@
  * a sibling's (a shared overflow; the issue's mechanism (a)); policy 2 one
  * whose flow loses more per byte than DENS_FACTOR x the pair's usual, which
  * is what tells a shared path from a lone one on drop-tail queues, where
- * one overflow hits one flow (measured, see density()). Under both, one
+ * one overflow hits one flow (measured, see density()); a policy 2 move
+ * is kept only if it lowered the flow's density or the pair's episode
+ * rate, else reverted (judge_move()). Under both, one
  * flow of the pair moves per SETTLE_RTTS, not all that lost. reuse (c):
  * connections start, and rehashes land, on hashes earlier flows to the pair
  * closed with uncongested. enforce=0 makes every decision and counts it, but
@@ -142,6 +144,8 @@ struct sk_state {
 	__u8 corr_hit;		/* the current txhash was judged a shared bottleneck */
 	__u8 hash_eps;		/* episodes in the loss-density window (see density()) */
 	__u16 congested_rounds;
+	__u8 judge;		/* policy 2: the move to this txhash is on trial (old_dens) */
+	__u8 backoff;		/* policy 2: futile moves in a row (quiet_until_ns) */
 	__u32 next_hash;	/* reuse: the known-good txhash the pending rehash takes */
 	__u32 round_retrans;	/* total_retrans at the start of the round */
 	__u32 old_hash;		/* txhash before the last rehash: the revert target */
@@ -157,6 +161,12 @@ struct sk_state {
 	__u64 pause_until_ns;
 	__u64 want_since_ns;
 	__u64 hash_bytes;	/* bytes_acked at the start of the loss-density window */
+	__u64 old_dens;		/* policy 2: density on the txhash it moved from */
+	__u64 old_prate;	/* policy 2: the pair's episode rate before the move */
+	__u64 mv_eps;		/* ... the pair's episode count at the move */
+	__u64 mv_ns;
+	__u64 quiet_until_ns;	/* policy 2: no move before this (after futile ones) */
+	__u64 floor;		/* policy 2: the density it found everywhere (futile moves) */
 };
 
 struct {
@@ -308,26 +318,34 @@ static __always_inline void good_add(struct sp_rehash_dest *d, __u32 h, __u64 no
 }
 
 /*
- * Loss density: episodes per GiB a flow delivered since its txhash was set,
- * over a window that halves every DENS_EPS episodes (so it follows changes
- * within a few episodes). Drop-tail overflows hit one flow at a time: two
- * flows sharing a 100 Mbit/s path here start their episodes within one srtt
- * of each other no more often than two flows on separate paths (3-8 of ~100
- * vs 2-3 of ~20 episodes in 4 s), but each lost far more often per byte
- * (~2.7 vs ~0.3 episodes per MB). The pair's base is what its flows that
- * were not high showed (reset after SP_RH_GOOD_AGE_S without one); a flow
- * above DENS_FACTOR x base is on a path busier than the others.
+ * Loss density: episodes per GiB a flow delivered on its current txhash,
+ * counted from its first episode there (the bytes before it are a slow
+ * start's or a warm-up's, not the path's), over a window of DENS_EPS to
+ * 2 x DENS_WIN later episodes that halves at 2 x DENS_WIN (so it follows
+ * changes within a few episodes). Drop-tail overflows hit one flow at a
+ * time: two flows sharing a 100 Mbit/s path here start their episodes
+ * within one srtt of each other no more often than two flows on separate
+ * paths, but each loses far more often per byte: 112-122 episodes in ~47 MB
+ * each against 4-5 in ~94 MB each for flows alone, 8 s on a quiet machine
+ * (a 50x gap; ~9x on a loaded one). Two intervals between episodes are
+ * enough to tell them apart at that gap, and a flow alone on a quiet
+ * machine has only a handful in 8 s. The pair's base is a low quantile of
+ * what its flows that were not high showed (reset after SP_RH_GOOD_AGE_S
+ * without one); a flow above DENS_FACTOR x base is on a path busier than
+ * the others.
  */
-#define DENS_EPS	4
+#define DENS_EPS	2
+#define DENS_WIN	4
 #define DENS_FACTOR	3
 
 static __always_inline __u64 density(const struct bpf_sock_ops *skops, const struct sk_state *s)
 {
 	__u64 acked = skops->bytes_acked;
+	__u32 n = s->hash_eps > 1 ? s->hash_eps - 1 : 0;
 
-	if (s->hash_eps < DENS_EPS || acked <= s->hash_bytes)
+	if (n < DENS_EPS || acked <= s->hash_bytes)
 		return 0;
-	return ((__u64)s->hash_eps << 30) / (acked - s->hash_bytes);
+	return ((__u64)n << 30) / (acked - s->hash_bytes);
 }
 
 static __always_inline bool base_known(const struct sp_rehash_dest *d, __u64 now)
@@ -337,11 +355,16 @@ static __always_inline bool base_known(const struct sp_rehash_dest *d, __u64 now
 
 /*
  * True if dens is above DENS_FACTOR x the base; else dens moves the base
- * towards itself, half way down, 1/8 up: a low quantile (about the fifth)
- * of the measurements that are not high, not their minimum. A density from
- * 4 episodes is noisy, and the lowest of many would make every other flow
- * look high; a slow start's burst of losses must not hold the base up.
+ * towards itself: half way down at once, 1/8 up at most once per
+ * BASE_UP_NS. A low quantile of the measurements that are not high, not
+ * their minimum (a density from two intervals is noisy, and the lowest of
+ * many would make every other flow look high), and one that the flows
+ * sharing a path cannot pull up: they measure every few tens of ms, a flow
+ * alone every second or two, and per measurement they would win (the base
+ * drifted to their own density, and nothing was high any more).
  */
+#define BASE_UP_NS	1000000000ULL
+
 static __always_inline bool dens_high(struct sp_rehash_dest *d, __u64 dens, __u64 now)
 {
 	__u64 base = d->base;
@@ -354,8 +377,13 @@ static __always_inline bool dens_high(struct sp_rehash_dest *d, __u64 dens, __u6
 	}
 	if (dens / DENS_FACTOR > base)
 		return true;
-	d->base = dens < base ? base / 2 + dens / 2 : base - base / 8 + dens / 8;
-	d->base_ns = now;
+	if (dens < base) {
+		d->base = base / 2 + dens / 2;
+		d->base_ns = now;
+	} else if (now - d->base_ns >= BASE_UP_NS) {
+		d->base = base - base / 8 + dens / 8;
+		d->base_ns = now;
+	}
 	return false;
 }
 
@@ -471,6 +499,7 @@ static __always_inline void apply(struct bpf_sock_ops *skops, struct sk_state *s
 			__sync_fetch_and_add(&c->rehashes, 1);
 		s->old_hash = cur;
 	}
+	s->judge = !revert && (s->old_dens || s->old_prate);
 	if (cf->enforce) {
 		skops->sk_txhash = h;
 		if (c)
@@ -560,6 +589,7 @@ static __always_inline bool episode_note(struct bpf_sock_ops *skops, struct sk_s
  * of a flow alone on a 5 ms queue, to see where the moved one landed.
  */
 #define SETTLE_RTTS	8
+#define EXPLORE_DIV	10
 static __always_inline bool claim_move(const struct bpf_sock_ops *skops,
 				       struct sp_rehash_dest *d, __u64 now)
 {
@@ -569,6 +599,72 @@ static __always_inline bool claim_move(const struct bpf_sock_ops *skops,
 	if (moved <= now && now - moved < settle)
 		return false;
 	return __sync_val_compare_and_swap(&d->moved_ns, moved, now) == moved;
+}
+
+/*
+ * The pair's loss episodes per second (x 1024), over windows of at least
+ * PAIR_WIN_NS closed at episodes: what all the host's flows to the pair
+ * lose together, which one flow's view does not show.
+ */
+#define PAIR_WIN_NS	250000000ULL
+static __always_inline void pair_note(struct sp_rehash_dest *d, __u64 now)
+{
+	__u64 eps = __sync_fetch_and_add(&d->eps, 1) + 1, t = d->win_ns;
+
+	/* A window from the future (bpftool) starts again. */
+	if (t > now || !t) {
+		d->win_ns = now;
+		d->win_eps = eps;
+	} else if (now - t >= PAIR_WIN_NS) {
+		d->rate = ((eps - d->win_eps) << 10) * 1000000000ULL / (now - t);
+		d->win_ns = now;
+		d->win_eps = eps;
+	}
+}
+
+/*
+ * Policy 2's path memory. A move is on trial until the flow's density on
+ * the new txhash is measured and PAIR_WIN_NS has passed. It helped if the
+ * flow's density at least halved (it left a busier path), or if the
+ * pair's episode rate fell by a third (it left a sibling alone: two flows
+ * on one path, the other path shared with traffic from outside the host;
+ * the mover loses as before, the sibling it left stops losing). Else it
+ * went nowhere better: the new hash leads to the same path, or the other
+ * path is as busy (a sibling there, or outside traffic, which no sibling
+ * sees). Then the flow returns to its old txhash and waits SETTLE_RTTS x
+ * 2^backoff before the next move, up to 2^BACKOFF_MAX: a flow that shares
+ * with outside traffic looks high on every path, and would otherwise move
+ * every SETTLE_RTTS and take a sibling's path each second time. A move that
+ * helped resets the backoff. True if a revert was decided (the episode is
+ * decided).
+ */
+#define BACKOFF_MAX	6
+static __always_inline bool judge_move(struct bpf_sock_ops *skops, struct sk_state *s,
+				       const struct sp_rehash_dest *d, const struct cfg *c,
+				       __u64 dens, __u64 now)
+{
+	__u64 settle = (__u64)(srtt_us(skops) ?: 1000) * 1000 * SETTLE_RTTS, span, prate;
+
+	/* mv_ns from before a restart of the clock cannot happen; > now is
+	 * only a bug's, and ends the trial as "helped". */
+	span = now > s->mv_ns ? now - s->mv_ns : PAIR_WIN_NS;
+	if (span < PAIR_WIN_NS)
+		return false;
+	s->judge = 0;
+	prate = d->eps >= s->mv_eps ? ((d->eps - s->mv_eps) << 10) * 1000000000ULL / span : 0;
+	if (dens * 2 <= s->old_dens || prate * 3 <= s->old_prate * 2) {
+		s->backoff = 0;
+		return false;
+	}
+	sp_count(&rehash_ctr, SP_RH_FUTILE, 1);
+	s->floor = dens < s->old_dens ? dens : s->old_dens;
+	if (s->backoff < BACKOFF_MAX)
+		s->backoff++;
+	s->quiet_until_ns = now + (settle << (s->backoff & 7));
+	if (s->win || s->want || !s->old_hash)
+		return false;
+	decide(skops, s, c, WANT_REVERT, now);
+	return true;
 }
 
 static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_state *s, __u64 now)
@@ -608,15 +704,24 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 	s->rounds_on = c->rounds != 0;
 	if (s->hash_eps < 255)
 		s->hash_eps++;
+	/* The density counts from the first episode on this txhash. */
+	if (s->hash_eps == 1)
+		s->hash_bytes = skops->bytes_acked;
 	/* Every episode informs the siblings, decided or not. */
 	if (c->policy || c->reuse)
 		d = dest_get(skops, true);
 	if (d) {
 		__u64 dens = density(skops, s);
-		bool high = dens && dens_high(d, dens, now);
+		/* A flow whose moves found nothing better is high only
+		 * against what it found (floor): beside traffic from outside
+		 * it looks high wherever it goes, and each try costs. */
+		bool high = dens && dens_high(d, dens, now) && dens / DENS_FACTOR > s->floor;
 
 		corr = episode_note(skops, s, d, now, &sib);
 		shared = c->policy == 1 ? corr : high;
+		pair_note(d, now);
+		if (dens && s->judge && judge_move(skops, s, d, c, dens, now))
+			return;
 		if (c->policy)
 			sp_count(&rehash_ctr, shared ? SP_RH_CORR : SP_RH_UNCORR, 1);
 		if (shared || high) {
@@ -624,8 +729,10 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 			/* This hash leads onto a busy path now: not good any more. */
 			good_drop(d, skops->sk_txhash);
 		}
-		if (s->hash_eps >= 2 * DENS_EPS) {
-			s->hash_eps /= 2;
+		if (s->hash_eps > 2 * DENS_WIN) {
+			/* 2 x DENS_WIN intervals -> DENS_WIN (hash_eps counts
+			 * the first episode too). */
+			s->hash_eps = DENS_WIN + 1;
 			s->hash_bytes += (skops->bytes_acked - s->hash_bytes) / 2;
 		}
 	}
@@ -639,21 +746,26 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 		sp_count(&rehash_ctr, SP_RH_SUP_MODE, 1);
 		goto out;
 	}
-	if (c->policy == 2 && d && !base_known(d, now)) {
-		/* No flow to the pair has measured its density yet (the first
-		 * DENS_EPS episodes): nothing to compare with, the coin
-		 * decides, or two flows that start on one path would never
-		 * find out. */
-		if (bpf_get_prandom_u32() % 100 >= c->prob) {
-			sp_count(&rehash_ctr, SP_RH_SUP_PROB, 1);
-			goto out;
-		}
-	} else if (c->policy) {
+	if (c->policy) {
 		/* Other losses are the flow's own queue (or traffic from
 		 * outside the host, which a move cannot escape for sure): no
-		 * rehash. */
-		if (!shared)
+		 * rehash. Except, under policy 2, now and then (prob / 10 of
+		 * them): flows that all started on one path are each other's
+		 * only reference, none looks high, and only a move shows them
+		 * a lower density. Per episode, so it falls mostly on flows
+		 * that lose often: a flow alone on its path rarely has one. */
+		if (!shared) {
+			/* A flow with a floor has explored: what it found
+			 * was no better. */
+			if (c->policy != 2 || !d || s->floor ||
+			    bpf_get_prandom_u32() % (100 * EXPLORE_DIV) >= c->prob)
+				goto out;
+			sp_count(&rehash_ctr, SP_RH_EXPLORE, 1);
+		}
+		if (s->judge || now < s->quiet_until_ns) {
+			sp_count(&rehash_ctr, SP_RH_SUP_BACKOFF, 1);
 			goto out;
+		}
 		if (!d || !claim_move(skops, d, now)) {
 			sp_count(&rehash_ctr, SP_RH_SUP_SIBLING, 1);
 			goto out;
@@ -667,6 +779,15 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 		s->next_hash = good_pick(d, now, skops->sk_txhash, sib);
 		if (s->next_hash)
 			sp_count(&rehash_ctr, SP_RH_REUSE_REHASH, 1);
+	}
+	/* Policy 2 puts the move on trial: the density it leaves, the
+	 * pair's rate before it. */
+	s->old_dens = c->policy == 2 ? density(skops, s) : 0;
+	s->old_prate = 0;
+	if (c->policy == 2 && d) {
+		s->old_prate = d->rate;
+		s->mv_eps = d->eps;
+		s->mv_ns = now;
 	}
 	decide_rehash(skops, s, c, now);
 	return;
@@ -754,6 +875,8 @@ static __always_inline void on_rounds(struct bpf_sock_ops *skops, struct sk_stat
 		return;
 	}
 	sp_count(&rehash_ctr, SP_RH_ROUNDS, 1);
+	s->old_dens = 0;	/* not policy 2's move: no trial */
+	s->old_prate = 0;
 	decide_rehash(skops, s, c, now);
 }
 
@@ -899,6 +1022,9 @@ int sp_rehash(struct bpf_sock_ops *skops)
 		s->corr_hit = 0;
 		s->hash_eps = 0;
 		s->hash_bytes = skops->bytes_acked;
+		s->judge = 0;
+		s->old_dens = 0;
+		s->old_prate = 0;
 		s->pause_until_ns = now + c.pause_ns;
 		mark_path(skops, s, now);
 		conn = conn_get(skops);

@@ -91,6 +91,9 @@ enum sp_rehash_ctr {
 	SP_RH_GOOD_ADD,		/* reuse=1: txhashes recorded good by a closing connection */
 	SP_RH_GOOD_DROP,	/* txhashes taken off the good list: a flow found them congested */
 	SP_RH_DRY,		/* enforce=0: txhash writes decided but not done */
+	SP_RH_EXPLORE,		/* policy 2: not high, rehashed anyway (prob / 10) */
+	SP_RH_FUTILE,		/* policy 2: a move that did not halve the density: reverted */
+	SP_RH_SUP_BACKOFF,	/* policy 2: no move: one on trial, or backing off */
 	SP_RH_NR,
 };
 
@@ -171,6 +174,10 @@ struct sp_rehash_dest {
 	__u32 next;		/* round robin over good[] */
 	__u32 good[SP_RH_GOOD];	/* 0 = empty */
 	__u64 good_ns[SP_RH_GOOD];
+	__u64 eps;		/* loss episodes of the pair's flows, all time */
+	__u64 win_ns;		/* start of the current pair-rate window */
+	__u64 win_eps;		/* ... eps then */
+	__u64 rate;		/* pair episodes per s x 1024 over the last window */
 };
 
 struct sp_rehash_conn {

@@ -90,6 +90,12 @@ static const struct sp_counter counters[SP_RH_NR] = {
 	[SP_RH_GOOD_DROP] = { "good_hash_dropped",
 			      "txhashes taken off the good list: a flow found them congested" },
 	[SP_RH_DRY] = { "dry_run_skipped", "enforce=0: txhash writes decided but not done" },
+	[SP_RH_EXPLORE] = { "explored",
+			    "policy 2: episodes not judged high, rehashed anyway (probability prob / 10)" },
+	[SP_RH_FUTILE] = { "futile_moves",
+			   "policy 2: moves that lowered neither the flow's nor the pair's losses: reverted" },
+	[SP_RH_SUP_BACKOFF] = { "suppressed_backoff",
+				"policy 2: no move: one on trial, or backing off after futile ones" },
 };
 
 /* The per-ACK price: RTT callbacks the module's sockets ran per MB they delivered. */

@@ -133,6 +133,7 @@ status_num() {
 
 assert_eq() { [ "$1" = "$2" ] || fail "${3:-value}: expected '$2', got '$1'"; }
 assert_ge() { [ "$1" -ge "$2" ] 2>/dev/null || fail "${3:-value}: expected >= $2, got '$1'"; }
+assert_le() { [ "$1" -le "$2" ] 2>/dev/null || fail "${3:-value}: expected <= $2, got '$1'"; }
 
 # Programs attached to the test cgroup (empty when none).
 cgroup_progs() { bpftool cgroup show "$CG" 2>/dev/null | awk 'NR > 1 { print $1 }'; }

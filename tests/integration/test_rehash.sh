@@ -299,12 +299,12 @@ rh_pin() {
 }
 rh_tables() { [ "$(ip netns exec "$NS_R1" nft list tables | grep -c sporacle)" = 1 ] || ecmp_tables; }
 rh_decided() { echo $(( $(rh rehash_now) + $(rh rehash_deferred) )); }
-# Two 4 s flows from the cgroup, to D's ports 5201 and 5203; with an
+# Two 4 s (RH_SECS) flows from the cgroup, to D's ports 5201 and 5203; with an
 # argument, rh_inject it meanwhile.
 rh_two_flows() {
 	local p
 	for p in 5203 5201; do
-		in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p $p -t 4 >/dev/null &
+		in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p $p -t "${RH_SECS:-4}" >/dev/null &
 		BG_PIDS+=($!)
 	done
 	if [ -n "${1:-}" ]; then sleep 0.5; rh_inject "$1"; fi
@@ -312,23 +312,31 @@ rh_two_flows() {
 }
 
 # Policy 2 (loss density): a flow that loses far more often per byte than
-# the pair's base rehashes; one near the base does not. How often a flow
-# alone on an idle veth/tbf path loses depends on the machine (2-8 episodes
-# per 4 s on a quiet one: too few for a density, so the pair would learn its
-# base from the flows that share; 40-60 on a loaded one), so this test
-# writes the base (300 episodes per GiB, about 0.3 per MB: a flow alone on a
-# loaded run here) into rehash_dests with bpftool, and checks the decision
-# against it: flows on separate paths stay, flows pinned to one path rehash.
-# How many of the sharing flows' ~110 episodes are judged high varies a lot
-# (3 to 30 in 7 runs, 0 rehashes on separate paths in all of them): every
-# measurement that is not high moves the base 1/8 up, so the base drifts to
-# the sharing flows' own density (README, rehash policy 2). The test asks
-# for the direction, not the size.
-rh_seed_base() { # rh_seed_base EPISODES_PER_GIB [FILL]: the other bytes FILL (default 0)
+# the pair's base rehashes; one near the base does not. First 10 s of two
+# flows on separate paths (pinned by port on R1): each alone, they lose
+# rarely (4-5 episodes per 8 s on a quiet machine, 40-60 per 4 s on a
+# loaded one) and rehash (almost) never, and the pair learns its base from
+# them: a low density. Then 4 s with both pinned to path 0: each loses ~30
+# times per 4 s and as often per byte as 50x the flows alone, they are
+# judged high and rehash. Pinned, the move cannot help: the moved flow's
+# density stays where it was, so the move is judged futile, reverted, and
+# the flow backs off (policy 2's path memory).
+rh_base() { # the pair's base (episodes per GiB) in rehash_dests, 0 if none
+	bpftool -j map dump pinned "$PIN/rehash_dests" | python3 -c '
+import json, struct, sys
+for e in json.load(sys.stdin):
+	v = bytes(int(x, 16) for x in e["value"])
+	print(struct.unpack_from("<Q", v, 24)[0]); break
+else:
+	print(0)'
+}
+# Writes the pair's base (episodes per GiB, set now) into rehash_dests; every
+# other byte of the value is FILL (default 0).
+rh_seed_base() { # rh_seed_base EPISODES_PER_GIB [FILL]
 	python3 - "$PIN/rehash_dests" "$1" "${2:-0}" <<-'PY' || fail "seed the base"
 	import ipaddress, struct, subprocess, sys, time
 	key = struct.pack("<I", 10) + ipaddress.IPv6Address("fd01::1").packed + ipaddress.IPv6Address("fd02::2").packed
-	val = bytearray([int(sys.argv[3])] * 144)
+	val = bytearray([int(sys.argv[3])] * 176)
 	struct.pack_into("<QQ", val, 24, int(sys.argv[2]), time.monotonic_ns())
 	hx = lambda b: [f"{x:02x}" for x in b]
 	subprocess.run(["bpftool", "map", "update", "pinned", sys.argv[1], "key", "hex", *hx(key),
@@ -336,26 +344,31 @@ rh_seed_base() { # rh_seed_base EPISODES_PER_GIB [FILL]: the other bytes FILL (d
 	PY
 }
 t_rehash_policy_density_shared_vs_separate() {
-	local d0 d1 s1 s2 e1
+	local d0 d1 s1 s2 e1 base
 	rh_setup
 	rh_tables
 	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail iperf3
 	"$SP" set --pin-path "$PIN" rehash.policy=2 rehash.mode=1 >/dev/null || fail set
 	rh_pin 5201 0; rh_pin 5203 1
-	rh_seed_base 300
 	d0=$(rh_decided)
-	rh_two_flows
-	d1=$(rh_decided) s1=$(rh shared_episodes) e1=$(rh episodes)
+	RH_SECS=10 rh_two_flows
+	d1=$(rh_decided) s1=$(rh shared_episodes) e1=$(rh episodes) base=$(rh_base)
 	# Both ports on path 0 now.
 	ip -n "$NS_R1" -6 rule del pref 901
 	ip -n "$NS_R1" -6 rule add ipproto tcp dport 5203 table 100 pref 901
-	rh_seed_base 300
 	rh_two_flows
 	s2=$(( $(rh shared_episodes) - s1 ))
-	echo "separate paths: $e1 episodes, $s1 judged shared, $((d1 - d0)) rehashes"
-	echo "one path: $(( $(rh episodes) - e1 )) episodes, $s2 judged shared, $(( $(rh_decided) - d1 )) rehashes"
+	echo "separate paths: $e1 episodes, $s1 judged shared, $((d1 - d0)) rehashes, base $base per GiB"
+	echo "one path: $(( $(rh episodes) - e1 )) episodes, $s2 judged shared, $(( $(rh_decided) - d1 )) rehashes," \
+		"$(rh futile_moves) futile, $(rh memory_reverted) reverted, $(rh suppressed_backoff) backing off"
+	assert_le "$((d1 - d0))" 2 "rehashes of flows alone on their paths"
+	assert_ge "$base" 1 "a base learned from the flows alone"
+	assert_le "$base" 1000 "the base learned from flows alone (episodes per GiB)"
 	assert_ge "$(( $(rh_decided) - d1 ))" 2 "rehashes of two flows sharing a path"
 	assert_ge "$(( $(rh_decided) - d1 ))" $(( 4 * (d1 - d0) )) "rehashes sharing vs 4 x separate"
+	assert_ge "$(rh futile_moves)" 1 "moves on a pinned path judged futile"
+	assert_ge "$(rh memory_reverted)" 1 "futile moves reverted"
+	assert_ge "$(rh suppressed_backoff)" 1 "episodes held back after a futile move"
 }
 
 # Policy 1 (timing): losses put on both flows at the same instant (an nft
@@ -456,11 +469,10 @@ t_rehash_enforce_dry_run() {
 
 # rehash_dests values written by bpftool (times in the future, a base of
 # all ones, full good list with future times, next past the end) cost at
-# most a decision: no good hash is taken from the list, and with everything
-# but the base all ones (a move time from the future), two flows pinned to
-# path 0 still rehash under policy 2. Not tested here: that an all-ones
-# base is replaced (a flow alone on a quiet machine may not lose 4 times,
-# so nothing replaces it; base_known() refuses its time from the future).
+# most a decision: no good hash is taken from the list, the all-ones base
+# (its time in the future) is replaced by the first density measured, and
+# with everything but the base all ones (a move time from the future), two
+# flows pinned to path 0 still rehash under policy 2.
 t_rehash_dests_bpftool_values() {
 	rh_setup
 	rh_tables
@@ -469,16 +481,21 @@ t_rehash_dests_bpftool_values() {
 	"$SP" set --pin-path "$PIN" rehash.policy=2 rehash.mode=1 rehash.reuse=1 >/dev/null || fail set
 	# key: AF_INET6, fd01::1, fd02::2
 	local key="10 0 0 0 0xfd 1 0 0 0 0 0 0 0 0 0 0 0 0 0 1 0xfd 2 0 0 0 0 0 0 0 0 0 0 0 0 0 2"
-	local val=$(for i in $(seq 144); do printf '0xff '; done)
+	local val=$(for i in $(seq 176); do printf '0xff '; done)
 	bpftool map update pinned "$PIN/rehash_dests" key $key value $val || fail "bpftool dests"
 	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5203 -t 4 >/dev/null || fail iperf3
 	assert_eq "$(rh reuse_at_connect)" 0 "good hashes taken from a garbage list"
-	# All ones again, but a sane base (a flow alone on a quiet machine
-	# loses too rarely to measure one, see t_rehash_policy_density_*): a
-	# move time from the future must not read as a recent move.
-	rh_seed_base 300 255
 	ip -n "$NS_R1" -6 rule del pref 901
 	rh_pin 5203 0
+	rh_two_flows
+	local base=$(rh_base)
+	echo "base after two flows on one path: $base"
+	[ "$base" != 18446744073709551615 ] || fail "an all-ones base from bpftool was kept"
+	assert_ge "$base" 1 "a base measured"
+	# All ones again, but a sane base (the sharing flows' own density
+	# would make them not high): a move time from the future must not read
+	# as a recent move.
+	rh_seed_base 300 255
 	local d0=$(rh_decided)
 	rh_two_flows
 	echo "shared path: $(rh shared_episodes) judged shared, $(( $(rh_decided) - d0 )) rehashes"
