@@ -249,7 +249,7 @@ static __always_inline struct sp_rehash_dest *dest_get(const struct bpf_sock_ops
 /*
  * Good-hash reuse (c). good[] holds txhashes flows to this pair found
  * uncongested when they closed (loss density not above DENS_FACTOR x the
- * pair's base, or under DENS_EPS episodes in at least SP_RH_GOOD_MIN bytes;
+ * pair's base, or too few episodes for a density in at least SP_RH_GOOD_MIN bytes;
  * never judged shared), at most SP_RH_GOOD_AGE_S old. Entries are handed out
  * round robin and not removed: flows opened back to back (iperf3 -P, a
  * connection pool) spread over the good hashes instead of all taking the

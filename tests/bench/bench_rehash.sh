@@ -146,6 +146,9 @@ cost() {
 table() {
 	awk -F'|' -v cfgs="$CONFIGS" '
 	FNR == 1 { fi++ }
+	# A run iperf3 gave no result for (its JSON had none) is left out,
+	# not counted as 0.
+	$4 == "" { next }
 	{ split($4, f, " "); name = $1; cfg = $2; r = fi "." $3
 	  g[name, cfg, r] = f[1]; fair[name, cfg, r] = f[2]
 	  if (!((name, r) in hasrun)) { hasrun[name, r] = 1; runs[name] = runs[name] " " r }
