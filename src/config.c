@@ -225,14 +225,15 @@ static int once(int *seen, const char *key, int line)
 
 static int parse_global(struct sp_config *c, const char *key, char *val, int line)
 {
-	static const char *const single[] = { "pin-path", "btf", "log-level", "interval",
-					      "mtu-probing", "metrics-textfile", "metrics-listen",
-					      "modules" };
+	static const char *const single[SP_CFG_KEYS] = {
+		[SP_CFG_PIN_PATH] = "pin-path", [SP_CFG_BTF] = "btf",
+		[SP_CFG_LOG_LEVEL] = "log-level", [SP_CFG_INTERVAL] = "interval",
+		[SP_CFG_MTU_PROBING] = "mtu-probing", [SP_CFG_METRICS_TEXTFILE] = "metrics-textfile",
+		[SP_CFG_METRICS_LISTEN] = "metrics-listen", [SP_CFG_MODULES] = "modules",
+	};
 	__u32 v;
 
-	_Static_assert(sizeof(single) / sizeof(single[0]) <= sizeof(c->key_line) / sizeof(int),
-		       "key_line too short");
-	for (size_t i = 0; i < sizeof(single) / sizeof(single[0]); i++)
+	for (int i = 0; i < SP_CFG_KEYS; i++)
 		if (!strcmp(key, single[i]) && once(&c->key_line[i], key, line))
 			return -1;
 
@@ -260,14 +261,10 @@ static int parse_global(struct sp_config *c, const char *key, char *val, int lin
 		c->mtu_probing = v;
 		return 0;
 	}
-	if (!strcmp(key, "metrics-textfile")) {
-		c->metrics_textfile_line = line;
+	if (!strcmp(key, "metrics-textfile"))
 		return copy(c->metrics_textfile, sizeof(c->metrics_textfile), key, val);
-	}
-	if (!strcmp(key, "metrics-listen")) {
-		c->metrics_listen_line = line;
+	if (!strcmp(key, "metrics-listen"))
 		return copy(c->metrics_listen, sizeof(c->metrics_listen), key, val);
-	}
 	if (!strcmp(key, "iface"))
 		return parse_iface(c, val, line);
 	if (!strcmp(key, "modules"))
@@ -492,10 +489,10 @@ int sp_config_check_host(const struct sp_config *c, bool metrics)
 		if (!if_nametoindex(c->ifname[i]))
 			err = sp_err("iface %s: no such interface", c->ifname[i]);
 	}
-	snprintf(where, sizeof(where), "%s:%d", c->file, c->metrics_textfile_line);
+	snprintf(where, sizeof(where), "%s:%d", c->file, c->key_line[SP_CFG_METRICS_TEXTFILE]);
 	if (!err && metrics && c->metrics_textfile[0] && sp_metrics_opt('t', c->metrics_textfile))
 		err = -1;
-	snprintf(where, sizeof(where), "%s:%d", c->file, c->metrics_listen_line);
+	snprintf(where, sizeof(where), "%s:%d", c->file, c->key_line[SP_CFG_METRICS_LISTEN]);
 	if (!err && metrics && c->metrics_listen[0] && sp_metrics_opt('L', c->metrics_listen))
 		err = -1;
 	sp_err_where = NULL;

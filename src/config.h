@@ -14,6 +14,12 @@
 /* A file over this is a mistake (SP_MAX_CGROUPS sections with every tunable and comments fit). */
 #define SP_CONFIG_MAX_BYTES (1 << 20)
 
+/* The global settings a file may give once (key_line). */
+enum sp_cfg_key {
+	SP_CFG_PIN_PATH, SP_CFG_BTF, SP_CFG_LOG_LEVEL, SP_CFG_INTERVAL, SP_CFG_MTU_PROBING,
+	SP_CFG_METRICS_TEXTFILE, SP_CFG_METRICS_LISTEN, SP_CFG_MODULES, SP_CFG_KEYS
+};
+
 /* One `module.key = value` line. */
 struct sp_cfg_set {
 	const struct sp_module *m;
@@ -41,8 +47,7 @@ struct sp_config {
 	int interval;			/* -1: not given */
 	int mtu_probing;		/* net.ipv4.tcp_mtu_probing while running; -1: not given */
 	char metrics_textfile[256], metrics_listen[64];
-	int metrics_textfile_line, metrics_listen_line;
-	int key_line[8];		/* of each global setting given once (parse_global's keys) */
+	int key_line[SP_CFG_KEYS];	/* of each global setting given once, 0 if not given */
 	int nr_ifaces;
 	char ifname[SP_MAX_IFACES][32];
 	int iface_line[SP_MAX_IFACES];
