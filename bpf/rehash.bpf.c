@@ -607,6 +607,11 @@ static __always_inline bool claim_move(const struct bpf_sock_ops *skops,
  * lose together, which one flow's view does not show.
  */
 #define PAIR_WIN_NS	250000000ULL
+static __always_inline __u64 eps_per_s(__u64 n, __u64 span_ns)
+{
+	return (n << 10) * 1000000000ULL / span_ns;
+}
+
 static __always_inline void pair_note(struct sp_rehash_dest *d, __u64 now)
 {
 	__u64 eps = __sync_fetch_and_add(&d->eps, 1) + 1, t = d->win_ns;
@@ -616,7 +621,7 @@ static __always_inline void pair_note(struct sp_rehash_dest *d, __u64 now)
 		d->win_ns = now;
 		d->win_eps = eps;
 	} else if (now - t >= PAIR_WIN_NS) {
-		d->rate = ((eps - d->win_eps) << 10) * 1000000000ULL / (now - t);
+		d->rate = eps_per_s(eps - d->win_eps, now - t);
 		d->win_ns = now;
 		d->win_eps = eps;
 	}
@@ -651,7 +656,7 @@ static __always_inline bool judge_move(struct bpf_sock_ops *skops, struct sk_sta
 	if (span < PAIR_WIN_NS)
 		return false;
 	s->judge = 0;
-	prate = d->eps >= s->mv_eps ? ((d->eps - s->mv_eps) << 10) * 1000000000ULL / span : 0;
+	prate = d->eps >= s->mv_eps ? eps_per_s(d->eps - s->mv_eps, span) : 0;
 	if (dens * 2 <= s->old_dens || prate * 3 <= s->old_prate * 2) {
 		s->backoff = 0;
 		return false;

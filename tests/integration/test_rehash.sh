@@ -321,14 +321,12 @@ rh_two_flows() {
 # judged high and rehash. Pinned, the move cannot help: the moved flow's
 # density stays where it was, so the move is judged futile, reverted, and
 # the flow backs off (policy 2's path memory).
+# Read by field name from bpftool's BTF view, in python: jq's numbers are
+# doubles, and 2^64 - 1 would not print as itself.
 rh_base() { # the pair's base (episodes per GiB) in rehash_dests, 0 if none
 	bpftool -j map dump pinned "$PIN/rehash_dests" | python3 -c '
-import json, struct, sys
-for e in json.load(sys.stdin):
-	v = bytes(int(x, 16) for x in e["value"])
-	print(struct.unpack_from("<Q", v, 24)[0]); break
-else:
-	print(0)'
+import json, sys
+print(next((e["formatted"]["value"]["base"] for e in json.load(sys.stdin)), 0))'
 }
 # Writes the pair's base (episodes per GiB, set now) into rehash_dests; every
 # other byte of the value is FILL (default 0).
