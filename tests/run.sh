@@ -43,8 +43,17 @@ for f in tests/integration/test_*.sh; do
 		name=$(basename "$f" .sh)/$t
 		echo "$name" | grep -q -- "$pattern" || continue
 		start=$(date +%s.%N)
-		out=$(timeout -k 5 180 bash -c 'source tests/lib.sh && source "$1" && "$2"' _ "$f" "$t" 2>&1)
+		# A test has no set -e: a call to a function or tool that does not
+		# exist would go on and could pass. The handler marks it; the mark
+		# fails the test whatever its exit status.
+		out=$(timeout -k 5 180 bash -c '
+			command_not_found_handle() { echo "sp-test: no such command: $1" >&2; return 127; }
+			source tests/lib.sh && source "$1" && "$2"' _ "$f" "$t" 2>&1)
 		rc=$?
+		if [ $rc = 0 ] && grep -q '^sp-test: no such command: ' <<<"$out"; then
+			rc=127
+			out=$(grep '^sp-test: no such command: ' <<<"$out")
+		fi
 		secs=$(echo "$(date +%s.%N) - $start" | bc 2>/dev/null || echo "?")
 		if [ $rc = 0 ]; then
 			pass=$((pass + 1)); printf 'PASS %s (%.1fs)\n' "$name" "$secs"
