@@ -85,6 +85,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 #define NSEC_PER_MSEC	1000000ULL
 #define TCP_CLOSE	7
+#define SOL_SOCKET	1
+#define SO_TXREHASH	74	/* asm-generic/socket.h */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -146,6 +148,8 @@ struct sk_state {
 	__u16 congested_rounds;
 	__u8 judge;		/* policy 2: the move to this txhash is on trial (old_dens) */
 	__u8 backoff;		/* policy 2: futile moves in a row (quiet_until_ns) */
+	__u8 rto_held;		/* policy 2: SO_TXREHASH off for this RTO (rto_steer()) */
+	__u8 trial_eps;		/* policy 2: own episodes since the move on trial */
 	__u32 next_hash;	/* reuse: the known-good txhash the pending rehash takes */
 	__u32 round_retrans;	/* total_retrans at the start of the round */
 	__u32 old_hash;		/* txhash before the last rehash: the revert target */
@@ -161,12 +165,13 @@ struct sk_state {
 	__u64 pause_until_ns;
 	__u64 want_since_ns;
 	__u64 hash_bytes;	/* bytes_acked at the start of the loss-density window */
+	__u64 hash_ns;		/* ... and its time (the flow's own episode rate) */
 	__u64 old_dens;		/* policy 2: density on the txhash it moved from */
-	__u64 old_prate;	/* policy 2: the pair's episode rate before the move */
+	__u64 old_prate;	/* policy 2: the siblings' episode rate before the move */
 	__u64 mv_eps;		/* ... the pair's episode count at the move */
 	__u64 mv_ns;
 	__u64 quiet_until_ns;	/* policy 2: no move before this (after futile ones) */
-	__u64 floor;		/* policy 2: the density it found everywhere (futile moves) */
+	__u64 floor;		/* policy 2: the density it found everywhere (2 futile moves) */
 };
 
 struct {
@@ -512,6 +517,7 @@ static __always_inline void apply(struct bpf_sock_ops *skops, struct sk_state *s
 	s->corr_hit = 0;
 	s->hash_eps = 0;
 	s->hash_bytes = skops->bytes_acked;
+	s->trial_eps = 0;
 	mark_path(skops, s, now);
 	/* A revert goes back to a path measured before: no window for it. */
 	if (!revert && s->memory_on && s->old_rate) {
@@ -612,6 +618,14 @@ static __always_inline __u64 eps_per_s(__u64 n, __u64 span_ns)
 	return (n << 10) * 1000000000ULL / span_ns;
 }
 
+/* The flow's own episodes per second (x 1024) over its density window. */
+static __always_inline __u64 own_rate(const struct sk_state *s, __u64 now)
+{
+	if (s->hash_eps < 2 || now <= s->hash_ns)
+		return 0;
+	return eps_per_s(s->hash_eps - 1, now - s->hash_ns);
+}
+
 static __always_inline void pair_note(struct sp_rehash_dest *d, __u64 now)
 {
 	__u64 eps = __sync_fetch_and_add(&d->eps, 1) + 1, t = d->win_ns;
@@ -630,10 +644,11 @@ static __always_inline void pair_note(struct sp_rehash_dest *d, __u64 now)
 /*
  * Policy 2's path memory. A move is on trial until the flow's density on
  * the new txhash is measured and PAIR_WIN_NS has passed. It helped if the
- * flow's density at least halved (it left a busier path), or if the
- * pair's episode rate fell by a third (it left a sibling alone: two flows
- * on one path, the other path shared with traffic from outside the host;
- * the mover loses as before, the sibling it left stops losing). Else it
+ * flow's density at least halved (it left a busier path), or if its
+ * siblings' episode rate (the pair's, less its own) fell by a third (it
+ * left a sibling alone: two flows on one path, the other path shared with
+ * traffic from outside the host; the mover loses as before, the sibling
+ * it left stops losing). Else it
  * went nowhere better: the new hash leads to the same path, or the other
  * path is as busy (a sibling there, or outside traffic, which no sibling
  * sees). Then the flow returns to its old txhash and waits SETTLE_RTTS x
@@ -644,11 +659,15 @@ static __always_inline void pair_note(struct sp_rehash_dest *d, __u64 now)
  * decided).
  */
 #define BACKOFF_MAX	6
+/* Siblings losing less than 2 episodes a second (a flow alone on a path
+ * with a 5 ms queue loses under one; two sharing one, 14 each) had nothing
+ * to gain from the move: their rate does not judge it. */
+#define SIB_MIN_RATE	(2ULL << 10)
 static __always_inline bool judge_move(struct bpf_sock_ops *skops, struct sk_state *s,
 				       const struct sp_rehash_dest *d, const struct cfg *c,
 				       __u64 dens, __u64 now)
 {
-	__u64 settle = (__u64)(srtt_us(skops) ?: 1000) * 1000 * SETTLE_RTTS, span, prate;
+	__u64 settle = (__u64)(srtt_us(skops) ?: 1000) * 1000 * SETTLE_RTTS, span, prate, n;
 
 	/* mv_ns from before a restart of the clock cannot happen; > now is
 	 * only a bug's, and ends the trial as "helped". */
@@ -656,15 +675,26 @@ static __always_inline bool judge_move(struct bpf_sock_ops *skops, struct sk_sta
 	if (span < PAIR_WIN_NS)
 		return false;
 	s->judge = 0;
-	prate = d->eps >= s->mv_eps ? eps_per_s(d->eps - s->mv_eps, span) : 0;
-	if (dens * 2 <= s->old_dens || prate * 3 <= s->old_prate * 2) {
+	/* The siblings' episodes: the pair's, less the mover's own (its move
+	 * onto a loaded path costs it a burst of losses, which says nothing
+	 * about the path it left). */
+	n = d->eps >= s->mv_eps ? d->eps - s->mv_eps : 0;
+	n = n > s->trial_eps ? n - s->trial_eps : 0;
+	prate = eps_per_s(n, span);
+	if (dens * 2 <= s->old_dens ||
+	    (s->old_prate >= SIB_MIN_RATE && prate * 3 <= s->old_prate * 2)) {
 		s->backoff = 0;
+		s->floor = 0;
 		return false;
 	}
 	sp_count(&rehash_ctr, SP_RH_FUTILE, 1);
-	s->floor = dens < s->old_dens ? dens : s->old_dens;
 	if (s->backoff < BACKOFF_MAX)
 		s->backoff++;
+	/* A fresh hash leads back onto the same path once in N paths: one
+	 * futile move says little (on a path that drops half, a floor set then
+	 * kept the flow there). Two in a row say the others are no better. */
+	if (s->backoff >= 2)
+		s->floor = dens < s->old_dens ? dens : s->old_dens;
 	s->quiet_until_ns = now + (settle << (s->backoff & 7));
 	if (s->win || s->want || !s->old_hash)
 		return false;
@@ -710,8 +740,12 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 	if (s->hash_eps < 255)
 		s->hash_eps++;
 	/* The density counts from the first episode on this txhash. */
-	if (s->hash_eps == 1)
+	if (s->hash_eps == 1) {
 		s->hash_bytes = skops->bytes_acked;
+		s->hash_ns = now;
+	}
+	if (s->judge && s->trial_eps < 255)
+		s->trial_eps++;
 	/* Every episode informs the siblings, decided or not. */
 	if (c->policy || c->reuse)
 		d = dest_get(skops, true);
@@ -739,6 +773,7 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 			 * the first episode too). */
 			s->hash_eps = DENS_WIN + 1;
 			s->hash_bytes += (skops->bytes_acked - s->hash_bytes) / 2;
+			s->hash_ns += (now - s->hash_ns) / 2;
 		}
 	}
 	if (s->win || s->want) {
@@ -790,7 +825,9 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 	s->old_dens = c->policy == 2 ? density(skops, s) : 0;
 	s->old_prate = 0;
 	if (c->policy == 2 && d) {
-		s->old_prate = d->rate;
+		__u64 own = own_rate(s, now);
+
+		s->old_prate = d->rate > own ? d->rate - own : 0;
 		s->mv_eps = d->eps;
 		s->mv_ns = now;
 	}
@@ -922,6 +959,70 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 	rtt_cb_update(skops, s);
 }
 
+/*
+ * Policy 2 on an RTO. The kernel draws a random hash right after this
+ * callback, onto the path the flow is leaving as often as not (1 in N
+ * paths). A move on trial that ended in an RTO failed: the flow goes back
+ * to its old txhash instead (a futile move: backoff, no floor). On a path
+ * that drops half of what it gets, a coin per RTO with the RTO doubling
+ * each time kept a flow there for seconds. Not to a good hash of the pair
+ * (reuse): measured, that made the 50%-loss path's fairness worse (a flow
+ * there spends its time in loss recovery, where no episode is counted, so
+ * its hash can look good when it closes). Where the kernel rehashes on
+ * RTO (SO_TXREHASH 1, from net.core.txrehash), SO_TXREHASH off keeps it
+ * from drawing over the revert; the retransmission that follows in the
+ * same timer run (RETRANS_CB; any callback) turns it on again
+ * (rto_release()). Where it does not, the revert is still done: the move
+ * was stackpilot's, and a flow moved onto a path that drops everything
+ * would otherwise stay there (no episode on it ever ends the trial).
+ */
+static __always_inline void rto_steer(struct bpf_sock_ops *skops, struct sk_state *s,
+				      const struct cfg *c, __u64 now)
+{
+	struct sp_rehash_conn *conn;
+	struct sp_rehash_dest *d;
+	__u32 cur = skops->sk_txhash, h = s->old_hash;
+	int on = 0, off = 0;
+
+	/* An RTO on a hash is the worst a path can show: off the good list. */
+	if (c->reuse && cur && (d = dest_get(skops, false)))
+		good_drop(d, cur);
+	if (c->policy != 2 || !s->judge || !cur || !h || h == cur)
+		return;
+	if (bpf_getsockopt(skops, SOL_SOCKET, SO_TXREHASH, &on, sizeof(on)))
+		return;
+	sp_count(&rehash_ctr, SP_RH_FUTILE, 1);
+	if (s->backoff < BACKOFF_MAX)
+		s->backoff++;
+	s->quiet_until_ns = now + ((__u64)(srtt_us(skops) ?: 1000) * 1000 * SETTLE_RTTS <<
+				   (s->backoff & 7));
+	if (!c->enforce) {
+		sp_count(&rehash_ctr, SP_RH_DRY, 1);
+		return;
+	}
+	if (on == 1) {
+		if (bpf_setsockopt(skops, SOL_SOCKET, SO_TXREHASH, &off, sizeof(off)))
+			return;
+		s->rto_held = 1;
+	}
+	skops->sk_txhash = h;
+	conn = conn_get(skops);
+	if (conn) {
+		conn->txhash = h;
+		__sync_fetch_and_add(&conn->reverts, 1);
+	}
+	sp_count(&rehash_ctr, SP_RH_REVERT_DONE, 1);
+	sp_count(&rehash_ctr, SP_RH_RTO_STEER, 1);
+}
+
+static __always_inline void rto_release(struct bpf_sock_ops *skops, struct sk_state *s)
+{
+	int on = 1;
+
+	s->rto_held = 0;
+	bpf_setsockopt(skops, SOL_SOCKET, SO_TXREHASH, &on, sizeof(on));
+}
+
 /* Reuse: a new connection starts on a hash its siblings found good. */
 static __always_inline void start_on_good(struct bpf_sock_ops *skops, const struct cfg *c,
 					  __u64 now)
@@ -998,6 +1099,8 @@ int sp_rehash(struct bpf_sock_ops *skops)
 	}
 	if (!bsk || !(s = bpf_sk_storage_get(&rehash_sk, bsk, NULL, 0)))
 		return 1;	/* not a socket this program set up */
+	if (s->rto_held)
+		rto_release(skops, s);
 	now = bpf_ktime_get_ns();
 	switch (skops->op) {
 	case BPF_SOCK_OPS_RTT_CB:
@@ -1016,6 +1119,7 @@ int sp_rehash(struct bpf_sock_ops *skops)
 	} else {
 		read_cfg(&c);
 		sp_count(&rehash_ctr, SP_RH_RTO, 1);
+		rto_steer(skops, s, &c, now);
 		s->had_rto = 1;
 		/* The kernel moves the flow itself now: what was pending or being
 		 * measured refers to a path it is leaving. */

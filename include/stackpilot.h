@@ -92,8 +92,9 @@ enum sp_rehash_ctr {
 	SP_RH_GOOD_DROP,	/* txhashes taken off the good list: a flow found them congested */
 	SP_RH_DRY,		/* enforce=0: txhash writes decided but not done */
 	SP_RH_EXPLORE,		/* policy 2: not high, rehashed anyway (prob / 10) */
-	SP_RH_FUTILE,		/* policy 2: a move that did not halve the density: reverted */
+	SP_RH_FUTILE,		/* policy 2: a move that helped no flow of the pair: reverted */
 	SP_RH_SUP_BACKOFF,	/* policy 2: no move: one on trial, or backing off */
+	SP_RH_RTO_STEER,	/* policy 2: RTOs of a move on trial: back to the old txhash */
 	SP_RH_NR,
 };
 

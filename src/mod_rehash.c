@@ -93,9 +93,11 @@ static const struct sp_counter counters[SP_RH_NR] = {
 	[SP_RH_EXPLORE] = { "explored",
 			    "policy 2: episodes not judged high, rehashed anyway (probability prob / 10)" },
 	[SP_RH_FUTILE] = { "futile_moves",
-			   "policy 2: moves that lowered neither the flow's nor the pair's losses: reverted" },
+			   "policy 2: moves that lowered neither the flow's losses nor its siblings', or ended in an RTO: reverted" },
 	[SP_RH_SUP_BACKOFF] = { "suppressed_backoff",
 				"policy 2: no move: one on trial, or backing off after futile ones" },
+	[SP_RH_RTO_STEER] = { "rto_steered",
+			      "policy 2: RTOs that ended a move on trial: back to the old txhash, not the kernel's random one" },
 };
 
 /* The per-ACK price: RTT callbacks the module's sockets ran per MB they delivered. */

@@ -15,9 +15,10 @@ rh_setup() {
 	sp_start --cgroup "$CG" --modules "${RH_MODULES:-rehash}" "$@"
 }
 
-# Flow labels seen at R1, per sender port: {"port": [labels...]}.
+# Flow labels seen at R1, per sender port: {"port": [labels...]}; of the set
+# named $1 if given (rh_data_labels).
 labels() {
-	ip netns exec "$NS_R1" nft -j list set ip6 sp labels |
+	ip netns exec "$NS_R1" nft -j list set ip6 sp "${1:-labels}" |
 		jq -c '[.nftables[].set.elem // empty | .[].concat] | group_by(.[0]) |
 			map({key: (.[0][0] | tostring), value: map(.[1])}) | from_entries'
 }
@@ -441,6 +442,40 @@ t_rehash_reuse_good_hash() {
 	assert_eq "$(rh reuse_at_connect)" "$r0" "connections given a good hash with reuse=0"
 	echo "$lc" | jq -e --argjson a "$la" 'index($a[0]) == null' >/dev/null ||
 		fail "reuse=0 flow took a remembered label: $la vs $lc"
+}
+
+# Policy 2 on an RTO that ends a move on trial: back to the old txhash
+# (rto_steer()). One flow alone on path 0, with a base of 1 episode per GiB
+# written in and 1 in 500 of its packets dropped (episodes to measure):
+# every measured density is high, so it moves. R1 drops every
+# full-sized packet of that flow whose flow label is not its first one, so
+# each move ends in an RTO. Without the revert it would stay on the dropped
+# label (txrehash=0), or draw new ones, all dropped (txrehash=1), and stall
+# for good; with it, it delivers. Both settings: the kernel's own RTO rehash
+# held off for that one RTO, or not there to hold off. (Alone on its path,
+# the flow rarely has an RTO of its own, which with txrehash=1 the trap
+# would also catch.)
+t_rehash_rto_reverts_move_on_trial() {
+	local tx mb st rv d0
+	rh_setup
+	rh_tables
+	rh_pin 5201 0
+	printf 'table ip6 sptrial {\n set first { typeof ip6 flowlabel; size 1; flags dynamic; }\n chain pre {\n type filter hook prerouting priority mangle + 1;\n iifname "r1s" tcp dport 5201 meta length > 1000 add @first { ip6 flowlabel }\n iifname "r1s" tcp dport 5201 meta length > 1000 ip6 flowlabel != @first drop\n iifname "r1s" tcp dport 5201 meta length > 1000 numgen random mod 500 == 0 drop\n }\n}\n' |
+		ip netns exec "$NS_R1" nft -f - || fail "nft first label"
+	"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=1 rehash.policy=2 >/dev/null || fail set
+	for tx in 0 1; do
+		ip netns exec "$NS_S" sysctl -qw net.core.txrehash=$tx
+		ip netns exec "$NS_R1" nft flush set ip6 sptrial first
+		rh_seed_base 1
+		st=$(rh rto_steered) rv=$(rh memory_reverted) d0=$(rh_decided)
+		mb=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 6 -J |
+			jq '.end.sum_received.bytes / 1000000 | floor')
+		echo "txrehash=$tx: $(( $(rh_decided) - d0 )) moves, $(( $(rh rto_steered) - st )) RTOs steered back," \
+			"$(( $(rh memory_reverted) - rv )) reverted, $(rh rto) RTOs in all; the flow delivered $mb MB"
+		assert_ge "$(( $(rh_decided) - d0 ))" 1 "policy 2 moves (txrehash=$tx)"
+		assert_ge "$(( $(rh rto_steered) - st ))" 1 "moves on trial ended by an RTO, reverted (txrehash=$tx)"
+		assert_ge "$mb" 30 "MB delivered by the flow whose moves are dropped (txrehash=$tx)"
+	done
 }
 
 # enforce=0 (run --dry-run): every decision is made and counted as with
