@@ -24,6 +24,8 @@ leftovers() {
 	bpftool prog show 2>/dev/null | awk '$2 == "sched_cls" || $2 == "sock_ops" || $2 == "tracing" { print "prog " $4 }' | grep -E ' sp_' || true
 }
 before=$(leftovers)
+missing=$(mktemp /tmp/sp-run-missing.XXXX)
+trap 'rm -f "$missing"' EXIT
 
 # Unit tests (loader parsing; BPF programs on crafted packets) print
 # "PASS name" / "FAIL name: why"; a non-zero exit counts as one more failure.
@@ -44,15 +46,22 @@ for f in tests/integration/test_*.sh; do
 		echo "$name" | grep -q -- "$pattern" || continue
 		start=$(date +%s.%N)
 		# A test has no set -e: a call to a function or tool that does not
-		# exist would go on and could pass. The handler marks it; the mark
-		# fails the test whatever its exit status.
-		out=$(timeout -k 5 180 bash -c '
-			command_not_found_handle() { echo "sp-test: no such command: $1" >&2; return 127; }
+		# exist would go on and could pass. The handler (exported to the
+		# bash scripts a test starts) writes the name to a file, whatever
+		# happens to the test's stderr; a name there fails the test.
+		: >"$missing"
+		out=$(SP_TEST_MISSING=$missing timeout -k 5 180 bash -c '
+			command_not_found_handle() {
+				echo "sp-test: no such command: $1" >&2
+				echo "$1" >>"$SP_TEST_MISSING"
+				return 127
+			}
+			export -f command_not_found_handle
 			source tests/lib.sh && source "$1" && "$2"' _ "$f" "$t" 2>&1)
 		rc=$?
-		if [ $rc = 0 ] && grep -q '^sp-test: no such command: ' <<<"$out"; then
-			rc=127
-			out=$(grep '^sp-test: no such command: ' <<<"$out")
+		if [ -s "$missing" ]; then
+			[ $rc != 0 ] || rc=127
+			out+=$'\n'"sp-test: commands not found: $(sort -u "$missing" | tr '\n' ' ')"
 		fi
 		secs=$(echo "$(date +%s.%N) - $start" | bc 2>/dev/null || echo "?")
 		if [ $rc = 0 ]; then
