@@ -13,7 +13,8 @@
  *              see below) apply a pending rehash once safe; measure the new
  *              path (path memory); count congested rounds.
  *  RTO_CB      the kernel rehashes by itself right after this callback:
- *              cancel what is pending, note the RTO (mode 0, pause).
+ *              cancel what is pending, note the RTO (mode 0, pause); under
+ *              policy 2, a move on trial goes back instead (rto_steer()).
  *  STATE_CB    count the bytes a closing socket delivered (status: RTT
  *              callbacks per MB).
  *
@@ -49,7 +50,7 @@
  * whose flow loses more per byte than DENS_FACTOR x the pair's usual, which
  * is what tells a shared path from a lone one on drop-tail queues, where
  * one overflow hits one flow (measured, see density()); a policy 2 move
- * is kept only if it lowered the flow's density or the pair's episode
+ * is kept only if it lowered the flow's density or its siblings' episode
  * rate, else reverted (judge_move()). Under both, one
  * flow of the pair moves per SETTLE_RTTS, not all that lost. reuse (c):
  * connections start, and rehashes land, on hashes earlier flows to the pair
@@ -165,7 +166,9 @@ struct sk_state {
 	__u64 pause_until_ns;
 	__u64 want_since_ns;
 	__u64 hash_bytes;	/* bytes_acked at the start of the loss-density window */
-	__u64 hash_ns;		/* ... and its time (the flow's own episode rate) */
+	__u64 hash_ns;		/* ... and its time */
+	__u64 hash_deps;	/* ... and the pair's episode count (the siblings' rate) */
+	__u64 mv_bytes;		/* policy 2: bytes_acked when the move on trial was made */
 	__u64 old_dens;		/* policy 2: density on the txhash it moved from */
 	__u64 old_prate;	/* policy 2: the siblings' episode rate before the move */
 	__u64 mv_eps;		/* ... the pair's episode count at the move */
@@ -518,6 +521,7 @@ static __always_inline void apply(struct bpf_sock_ops *skops, struct sk_state *s
 	s->hash_eps = 0;
 	s->hash_bytes = skops->bytes_acked;
 	s->trial_eps = 0;
+	s->mv_bytes = skops->bytes_acked;
 	mark_path(skops, s, now);
 	/* A revert goes back to a path measured before: no window for it. */
 	if (!revert && s->memory_on && s->old_rate) {
@@ -608,37 +612,36 @@ static __always_inline bool claim_move(const struct bpf_sock_ops *skops,
 }
 
 /*
- * The pair's loss episodes per second (x 1024), over windows of at least
- * PAIR_WIN_NS closed at episodes: what all the host's flows to the pair
- * lose together, which one flow's view does not show.
+ * Rates of loss episodes, per second x 1024. A trial lasts at least
+ * PAIR_WIN_NS: shorter, a rate of a few episodes a second is noise. n is at
+ * most what bpftool could have put in the pair's count; beyond 2^20 the
+ * product would overflow, and such a count is garbage anyway.
  */
 #define PAIR_WIN_NS	250000000ULL
 static __always_inline __u64 eps_per_s(__u64 n, __u64 span_ns)
 {
+	if (n > (1ULL << 20) || !span_ns)
+		return 0;
 	return (n << 10) * 1000000000ULL / span_ns;
 }
 
-/* The flow's own episodes per second (x 1024) over its density window. */
-static __always_inline __u64 own_rate(const struct sk_state *s, __u64 now)
+/*
+ * The siblings' episode rate over the flow's density window: the pair's
+ * episodes since the window began, less the flow's own. Fewer than 2 of
+ * them is no rate (0): nothing to judge a move by.
+ */
+static __always_inline __u64 sib_rate(const struct sk_state *s, const struct sp_rehash_dest *d,
+				      __u64 now)
 {
-	if (s->hash_eps < 2 || now <= s->hash_ns)
+	__u64 pair, own;
+
+	if (s->hash_eps < 2 || now <= s->hash_ns || d->eps < s->hash_deps)
 		return 0;
-	return eps_per_s(s->hash_eps - 1, now - s->hash_ns);
-}
-
-static __always_inline void pair_note(struct sp_rehash_dest *d, __u64 now)
-{
-	__u64 eps = __sync_fetch_and_add(&d->eps, 1) + 1, t = d->win_ns;
-
-	/* A window from the future (bpftool) starts again. */
-	if (t > now || !t) {
-		d->win_ns = now;
-		d->win_eps = eps;
-	} else if (now - t >= PAIR_WIN_NS) {
-		d->rate = eps_per_s(eps - d->win_eps, now - t);
-		d->win_ns = now;
-		d->win_eps = eps;
-	}
+	pair = d->eps - s->hash_deps;
+	own = s->hash_eps - 1;
+	if (pair < own + 2)
+		return 0;
+	return eps_per_s(pair - own, now - s->hash_ns);
 }
 
 /*
@@ -677,7 +680,7 @@ static __always_inline bool judge_move(struct bpf_sock_ops *skops, struct sk_sta
 	s->judge = 0;
 	/* The siblings' episodes: the pair's, less the mover's own (its move
 	 * onto a loaded path costs it a burst of losses, which says nothing
-	 * about the path it left). */
+	 * about the path it left), counted as before the move (sib_rate()). */
 	n = d->eps >= s->mv_eps ? d->eps - s->mv_eps : 0;
 	n = n > s->trial_eps ? n - s->trial_eps : 0;
 	prate = eps_per_s(n, span);
@@ -758,7 +761,10 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 
 		corr = episode_note(skops, s, d, now, &sib);
 		shared = c->policy == 1 ? corr : high;
-		pair_note(d, now);
+		__sync_fetch_and_add(&d->eps, 1);
+		/* The siblings' count starts with the flow's density window. */
+		if (s->hash_eps == 1)
+			s->hash_deps = d->eps;
 		if (dens && s->judge && judge_move(skops, s, d, c, dens, now))
 			return;
 		if (c->policy)
@@ -774,6 +780,8 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 			s->hash_eps = DENS_WIN + 1;
 			s->hash_bytes += (skops->bytes_acked - s->hash_bytes) / 2;
 			s->hash_ns += (now - s->hash_ns) / 2;
+			if (d->eps >= s->hash_deps)
+				s->hash_deps += (d->eps - s->hash_deps) / 2;
 		}
 	}
 	if (s->win || s->want) {
@@ -825,9 +833,7 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 	s->old_dens = c->policy == 2 ? density(skops, s) : 0;
 	s->old_prate = 0;
 	if (c->policy == 2 && d) {
-		__u64 own = own_rate(s, now);
-
-		s->old_prate = d->rate > own ? d->rate - own : 0;
+		s->old_prate = sib_rate(s, d, now);
 		s->mv_eps = d->eps;
 		s->mv_ns = now;
 	}
@@ -982,45 +988,58 @@ static __always_inline void rto_steer(struct bpf_sock_ops *skops, struct sk_stat
 	struct sp_rehash_conn *conn;
 	struct sp_rehash_dest *d;
 	__u32 cur = skops->sk_txhash, h = s->old_hash;
+	bool pending = s->want == WANT_REVERT, trial;
 	int on = 0, off = 0;
 
 	/* An RTO on a hash is the worst a path can show: off the good list. */
 	if (c->reuse && cur && (d = dest_get(skops, false)))
 		good_drop(d, cur);
-	if (c->policy != 2 || !s->judge || !cur || !h || h == cur)
+	/* The RTO judges the move only while the new path has delivered
+	 * little: a trial with too few episodes to end stays open, and an RTO
+	 * a MiB later (a tail loss) says nothing about the move. A revert
+	 * judge_move() decided but could not apply yet is done now too. */
+	trial = s->judge && skops->bytes_acked - s->mv_bytes < SP_RH_GOOD_MIN;
+	if (c->policy != 2 || !(trial || pending) || !cur || !h)
+		return;
+	/* enforce=0 never wrote the move: old_hash is the current hash. */
+	if (c->enforce && h == cur)
 		return;
 	if (bpf_getsockopt(skops, SOL_SOCKET, SO_TXREHASH, &on, sizeof(on)))
 		return;
-	sp_count(&rehash_ctr, SP_RH_FUTILE, 1);
-	if (s->backoff < BACKOFF_MAX)
-		s->backoff++;
-	s->quiet_until_ns = now + ((__u64)(srtt_us(skops) ?: 1000) * 1000 * SETTLE_RTTS <<
-				   (s->backoff & 7));
-	if (!c->enforce) {
-		sp_count(&rehash_ctr, SP_RH_DRY, 1);
-		return;
-	}
-	if (on == 1) {
+	if (c->enforce && on == 1) {
 		if (bpf_setsockopt(skops, SOL_SOCKET, SO_TXREHASH, &off, sizeof(off)))
 			return;
 		s->rto_held = 1;
 	}
-	skops->sk_txhash = h;
-	conn = conn_get(skops);
-	if (conn) {
-		conn->txhash = h;
-		__sync_fetch_and_add(&conn->reverts, 1);
+	if (trial) {
+		sp_count(&rehash_ctr, SP_RH_FUTILE, 1);
+		if (s->backoff < BACKOFF_MAX)
+			s->backoff++;
+		s->quiet_until_ns = now + ((__u64)(srtt_us(skops) ?: 1000) * 1000 * SETTLE_RTTS <<
+					   (s->backoff & 7));
 	}
 	sp_count(&rehash_ctr, SP_RH_REVERT_DONE, 1);
 	sp_count(&rehash_ctr, SP_RH_RTO_STEER, 1);
+	conn = conn_get(skops);
+	if (conn)
+		__sync_fetch_and_add(&conn->reverts, 1);
+	if (!c->enforce) {
+		sp_count(&rehash_ctr, SP_RH_DRY, 1);
+		return;
+	}
+	skops->sk_txhash = h;
+	if (conn)
+		conn->txhash = h;
 }
 
+/* The RTO is handled: the kernel's own RTO rehash is on again. Kept held
+ * if that fails, so the next callback tries again. */
 static __always_inline void rto_release(struct bpf_sock_ops *skops, struct sk_state *s)
 {
 	int on = 1;
 
-	s->rto_held = 0;
-	bpf_setsockopt(skops, SOL_SOCKET, SO_TXREHASH, &on, sizeof(on));
+	if (!bpf_setsockopt(skops, SOL_SOCKET, SO_TXREHASH, &on, sizeof(on)))
+		s->rto_held = 0;
 }
 
 /* Reuse: a new connection starts on a hash its siblings found good. */

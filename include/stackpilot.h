@@ -176,9 +176,6 @@ struct sp_rehash_dest {
 	__u32 good[SP_RH_GOOD];	/* 0 = empty */
 	__u64 good_ns[SP_RH_GOOD];
 	__u64 eps;		/* loss episodes of the pair's flows, all time */
-	__u64 win_ns;		/* start of the current pair-rate window */
-	__u64 win_eps;		/* ... eps then */
-	__u64 rate;		/* pair episodes per s x 1024 over the last window */
 };
 
 struct sp_rehash_conn {
