@@ -455,6 +455,12 @@ static __always_inline __u32 srtt_us(const struct bpf_sock_ops *skops)
 	return skops->srtt_us >> 3;
 }
 
+/* srtt in ns, 1 ms while there is no sample yet: a time scale, never 0. */
+static __always_inline __u64 rtt_ns(const struct bpf_sock_ops *skops)
+{
+	return (__u64)(srtt_us(skops) ?: 1000) * 1000;
+}
+
 static __always_inline __u32 qdelay_us(const struct bpf_sock_ops *skops)
 {
 	__u32 srtt = srtt_us(skops), min_rtt = skops->rtt_min;
@@ -526,7 +532,7 @@ static __always_inline void apply(struct bpf_sock_ops *skops, struct sk_state *s
 	/* A revert goes back to a path measured before: no window for it. */
 	if (!revert && s->memory_on && s->old_rate) {
 		s->win = WIN_WARM;
-		s->win_end_ns = now + (__u64)(srtt_us(skops) ?: 1000) * 1000;
+		s->win_end_ns = now + rtt_ns(skops);
 	}
 }
 
@@ -580,7 +586,7 @@ static __always_inline bool episode_note(struct bpf_sock_ops *skops, struct sk_s
 					 struct sp_rehash_dest *d, __u64 now, __u32 *sib)
 {
 	__u64 cookie = bpf_get_socket_cookie(skops), prev = d->ep_ns, prev_cookie = d->ep_cookie;
-	__u64 w = (__u64)(srtt_us(skops) ?: 1000) * 1000;
+	__u64 w = rtt_ns(skops);
 	__u32 prev_hash = d->ep_hash, cur = skops->sk_txhash;
 
 	d->ep_ns = now;
@@ -603,7 +609,7 @@ static __always_inline bool episode_note(struct bpf_sock_ops *skops, struct sk_s
 static __always_inline bool claim_move(const struct bpf_sock_ops *skops,
 				       struct sp_rehash_dest *d, __u64 now)
 {
-	__u64 moved = d->moved_ns, settle = (__u64)(srtt_us(skops) ?: 1000) * 1000 * SETTLE_RTTS;
+	__u64 moved = d->moved_ns, settle = rtt_ns(skops) * SETTLE_RTTS;
 
 	/* moved > now (bpftool) counts as long ago. */
 	if (moved <= now && now - moved < settle)
@@ -666,11 +672,21 @@ static __always_inline __u64 sib_rate(const struct sk_state *s, const struct sp_
  * with a 5 ms queue loses under one; two sharing one, 14 each) had nothing
  * to gain from the move: their rate does not judge it. */
 #define SIB_MIN_RATE	(2ULL << 10)
+
+/* A move that helped nothing: counted, and the next one waits longer. */
+static __always_inline void futile(const struct bpf_sock_ops *skops, struct sk_state *s, __u64 now)
+{
+	sp_count(&rehash_ctr, SP_RH_FUTILE, 1);
+	if (s->backoff < BACKOFF_MAX)
+		s->backoff++;
+	s->quiet_until_ns = now + (rtt_ns(skops) * SETTLE_RTTS << (s->backoff & 7));
+}
+
 static __always_inline bool judge_move(struct bpf_sock_ops *skops, struct sk_state *s,
 				       const struct sp_rehash_dest *d, const struct cfg *c,
 				       __u64 dens, __u64 now)
 {
-	__u64 settle = (__u64)(srtt_us(skops) ?: 1000) * 1000 * SETTLE_RTTS, span, prate, n;
+	__u64 span, prate, n;
 
 	/* mv_ns from before a restart of the clock cannot happen; > now is
 	 * only a bug's, and ends the trial as "helped". */
@@ -690,15 +706,12 @@ static __always_inline bool judge_move(struct bpf_sock_ops *skops, struct sk_sta
 		s->floor = 0;
 		return false;
 	}
-	sp_count(&rehash_ctr, SP_RH_FUTILE, 1);
-	if (s->backoff < BACKOFF_MAX)
-		s->backoff++;
+	futile(skops, s, now);
 	/* A fresh hash leads back onto the same path once in N paths: one
 	 * futile move says little (on a path that drops half, a floor set then
 	 * kept the flow there). Two in a row say the others are no better. */
 	if (s->backoff >= 2)
 		s->floor = dens < s->old_dens ? dens : s->old_dens;
-	s->quiet_until_ns = now + (settle << (s->backoff & 7));
 	if (s->win || s->want || !s->old_hash)
 		return false;
 	decide(skops, s, c, WANT_REVERT, now);
@@ -849,7 +862,7 @@ out:
 static __always_inline void on_window(struct bpf_sock_ops *skops, struct sk_state *s,
 				      const struct cfg *c, __u64 now)
 {
-	__u64 srtt_ns = (__u64)(srtt_us(skops) ?: 1000) * 1000, new_rate, seq;
+	__u64 srtt_ns = rtt_ns(skops), new_rate, seq;
 	struct sp_rehash_window *w;
 	__u32 q, slot;
 	bool worse;
@@ -986,14 +999,10 @@ static __always_inline void rto_steer(struct bpf_sock_ops *skops, struct sk_stat
 				      const struct cfg *c, __u64 now)
 {
 	struct sp_rehash_conn *conn;
-	struct sp_rehash_dest *d;
 	__u32 cur = skops->sk_txhash, h = s->old_hash;
 	bool pending = s->want == WANT_REVERT, trial;
 	int on = 0, off = 0;
 
-	/* An RTO on a hash is the worst a path can show: off the good list. */
-	if (c->reuse && cur && (d = dest_get(skops, false)))
-		good_drop(d, cur);
 	/* The RTO judges the move only while the new path has delivered
 	 * little: a trial with too few episodes to end stays open, and an RTO
 	 * a MiB later (a tail loss) says nothing about the move. A revert
@@ -1011,13 +1020,8 @@ static __always_inline void rto_steer(struct bpf_sock_ops *skops, struct sk_stat
 			return;
 		s->rto_held = 1;
 	}
-	if (trial) {
-		sp_count(&rehash_ctr, SP_RH_FUTILE, 1);
-		if (s->backoff < BACKOFF_MAX)
-			s->backoff++;
-		s->quiet_until_ns = now + ((__u64)(srtt_us(skops) ?: 1000) * 1000 * SETTLE_RTTS <<
-					   (s->backoff & 7));
-	}
+	if (trial)
+		futile(skops, s, now);
 	sp_count(&rehash_ctr, SP_RH_REVERT_DONE, 1);
 	sp_count(&rehash_ctr, SP_RH_RTO_STEER, 1);
 	conn = conn_get(skops);
@@ -1084,6 +1088,7 @@ int sp_rehash(struct bpf_sock_ops *skops)
 {
 	struct bpf_sock *bsk = skops->sk;
 	struct sp_rehash_conn *conn;
+	struct sp_rehash_dest *d;
 	struct sk_state *s;
 	struct cfg c;
 	__u64 now;
@@ -1138,6 +1143,10 @@ int sp_rehash(struct bpf_sock_ops *skops)
 	} else {
 		read_cfg(&c);
 		sp_count(&rehash_ctr, SP_RH_RTO, 1);
+		/* An RTO on a hash is the worst a path can show: off the good
+		 * list (before rto_steer() or the kernel moves the flow). */
+		if (c.reuse && skops->sk_txhash && (d = dest_get(skops, false)))
+			good_drop(d, skops->sk_txhash);
 		rto_steer(skops, s, &c, now);
 		s->had_rto = 1;
 		/* The kernel moves the flow itself now: what was pending or being

@@ -464,9 +464,9 @@ t_rehash_reuse_good_hash() {
 # the flow rarely has an RTO of its own, which with txrehash=1 the trap
 # would also catch.)
 rh_timeout_rehash() { # the sender's kernel RTO rehashes (TcpExt TcpTimeoutRehash)
-	local v=$(ip netns exec "$NS_S" awk '/^TcpExt:/ { if (!h) { split($0, n); h = 1 } else
-		for (i = 2; i <= NF; i++) if (n[i] == "TcpTimeoutRehash") print $i }' /proc/net/netstat)
-	[ -n "$v" ] || fail "no TcpTimeoutRehash in /proc/net/netstat"
+	local v=$(ip netns exec "$NS_S" nstat -az TcpExtTcpTimeoutRehash |
+		awk '$1 == "TcpExtTcpTimeoutRehash" { print $2 }')
+	[ -n "$v" ] || fail "nstat: no TcpExtTcpTimeoutRehash"
 	echo "$v"
 }
 t_rehash_rto_reverts_move_on_trial() {
