@@ -67,14 +67,36 @@ run_flows() {
 		xp=$!
 		sleep 0.5
 	fi
-	in_cgroup ip netns exec "$NS_S" iperf3 -$FAMILY -c $dst -p 5201 -t "$SECS" -P "$1" -J |
-		jq -r '[.end.streams[].receiver.bits_per_second] as $b |
-			"\($b | add) \(($b | max) / ([($b | min), 1] | max))"'
+	# iperf3's server takes one client at a time: a run right after one
+	# whose control connection crossed the 50%-loss path can find it still
+	# busy. Tried again then (up to 3 times); any other error goes to
+	# $RAW.err, and the run has no result.
+	local try err
+	for try in 1 2 3; do
+		in_cgroup ip netns exec "$NS_S" iperf3 -$FAMILY -c $dst -p 5201 -t "$SECS" -P "$1" -J \
+			>"$TMP/iperf.json"
+		err=$(jq -r '.error // empty' "$TMP/iperf.json" 2>/dev/null)
+		case $err in *busy*) sleep 1 ;; *) break ;; esac
+	done
+	[ -n "$err" ] && echo "$name|$cfg|$r|try $try: $err" >>"$RAW.err"
+	jq -r '[.end.streams[].receiver.bits_per_second] as $b |
+		"\($b | add) \(($b | max) / ([($b | min), 1] | max))"' "$TMP/iperf.json" 2>/dev/null
 	[ -n "$xp" ] && wait "$xp"
 }
 
+# The run's txhash changes: "moves reverts rtos episodes" so far; with the
+# earlier line as argument, since then. moves: rehashes applied (at once,
+# deferred, forced); reverts: back to the old txhash (path memory, RTO
+# steering); rtos: RTOs, each a kernel rehash unless steered (txrehash=1 on S).
+rh_counts() {
+	local now
+	now=$(sp_json '.modules.rehash | "\(.rehash_now + .rehash_deferred_done + .rehash_deferred_forced) \(.memory_reverted) \(.rto) \(.episodes)"')
+	if [ -z "${1:-}" ]; then echo "$now"; return; fi
+	paste -d' ' <(tr ' ' '\n' <<<"$now") <(tr ' ' '\n' <<<"$1") | awk '{ printf "%s%d", (NR > 1 ? " " : ""), $1 - $2 }'
+}
+
 scenario() { # scenario NAME PATHS RATES FLOWS [lossy|cross|vxlan|fair]
-	local name=$1 paths=$2 rates=$3 flows=$4 kind=${5:-} cfg r SECS=$SECS
+	local name=$1 paths=$2 rates=$3 flows=$4 kind=${5:-} cfg r SECS=$SECS c0 res
 	[ "$kind" = fair ] && SECS=$FAIR_SECS
 	cleanup_topo
 	LOSSY= CROSS= FAMILY=6
@@ -95,7 +117,10 @@ scenario() { # scenario NAME PATHS RATES FLOWS [lossy|cross|vxlan|fair]
 	for r in $(seq "$RUNS"); do
 		for cfg in $CONFIGS; do
 			set_config "$cfg"
-			echo "$name|$cfg|$r|$(run_flows "$flows")" >>"$RAW"
+			c0=$(rh_counts)
+			res=$(run_flows "$flows")
+			[ -n "$res" ] && res="$res $(rh_counts "$c0")"
+			echo "$name|$cfg|$r|$res" >>"$RAW"
 		done
 	done
 }
@@ -173,6 +198,26 @@ table() {
 		print line; print line2 } }' "$@"
 }
 
+# Per cell, mean per run of what rh_counts recorded (runs that have it):
+# "moves / reverts / RTOs (episodes)".
+counts_table() {
+	awk -F'|' -v cfgs="$CONFIGS" '
+	{ n = split($4, f, " "); if (n < 6) next
+	  k = $1 SUBSEP $2; runs[k]++; for (i = 3; i <= 6; i++) sum[k, i] += f[i]
+	  if (!($1 in seen)) { seen[$1] = 1; order[++no] = $1 } }
+	END {
+	  nc = split(cfgs, cf, " ")
+	  for (i = 1; i <= no; i++) {
+		line = "| " order[i] " |"
+		for (j = 1; j <= nc; j++) {
+			k = order[i] SUBSEP cf[j]
+			if (!runs[k]) { line = line " - |"; continue }
+			line = line sprintf(" %.1f / %.1f / %.1f (%.0f) |", sum[k, 3] / runs[k],
+				sum[k, 4] / runs[k], sum[k, 5] / runs[k], sum[k, 6] / runs[k])
+		}
+		print line } }' "$@"
+}
+
 header() {
 	local c h="| scenario |" l="|---|"
 	for c in $CONFIGS; do
@@ -191,10 +236,11 @@ header() {
 }
 
 # POOL="results/rehash-raw-A.txt results/rehash-raw-B.txt": only the table,
-# pooled over earlier runs' raw files.
+# pooled over earlier runs' raw files; with COUNTS=1, the txhash changes per
+# run instead (moves / reverts / RTOs (loss episodes)).
 if [ -n "${POOL:-}" ]; then
 	header
-	table $POOL
+	if [ -n "${COUNTS:-}" ]; then counts_table $POOL; else table $POOL; fi
 	return 0 2>/dev/null || exit 0
 fi
 
