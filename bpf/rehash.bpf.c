@@ -702,6 +702,8 @@ static __always_inline bool judge_move(struct bpf_sock_ops *skops, struct sk_sta
 	prate = eps_per_s(n, span);
 	if (dens * 2 <= s->old_dens ||
 	    (s->old_prate >= SIB_MIN_RATE && prate * 3 <= s->old_prate * 2)) {
+		if (dens * 2 > s->old_dens)
+			sp_count(&rehash_ctr, SP_RH_KEPT_SIB, 1);
 		s->backoff = 0;
 		s->floor = 0;
 		return false;

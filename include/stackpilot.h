@@ -95,6 +95,7 @@ enum sp_rehash_ctr {
 	SP_RH_FUTILE,		/* policy 2: a move that helped no flow of the pair: reverted */
 	SP_RH_SUP_BACKOFF,	/* policy 2: no move: one on trial, or backing off */
 	SP_RH_RTO_STEER,	/* policy 2: RTOs of a move on trial: back to the old txhash */
+	SP_RH_KEPT_SIB,		/* policy 2: moves kept by the siblings' rate alone */
 	SP_RH_NR,
 };
 

@@ -98,6 +98,8 @@ static const struct sp_counter counters[SP_RH_NR] = {
 				"policy 2: no move: one on trial, or backing off after futile ones" },
 	[SP_RH_RTO_STEER] = { "rto_steered",
 			      "policy 2: RTOs that ended a move on trial: back to the old txhash, not the kernel's random one" },
+	[SP_RH_KEPT_SIB] = { "kept_by_siblings",
+			     "policy 2: moves kept because the siblings' episode rate fell, the mover's own losses not halved" },
 };
 
 /* The per-ACK price: RTT callbacks the module's sockets ran per MB they delivered. */

@@ -69,18 +69,20 @@ run_flows() {
 	fi
 	# iperf3's server takes one client at a time: a run right after one
 	# whose control connection crossed the 50%-loss path can find it still
-	# busy. Tried again then (up to 3 times); any other error goes to
-	# $RAW.err, and the run has no result.
-	local try err
+	# busy. Tried again then (up to 3 times). Every try that gave no
+	# result goes to $RAW.err, with iperf3's error if it printed one.
+	local try err out
 	for try in 1 2 3; do
 		in_cgroup ip netns exec "$NS_S" iperf3 -$FAMILY -c $dst -p 5201 -t "$SECS" -P "$1" -J \
 			>"$TMP/iperf.json"
+		out=$(jq -r '[.end.streams[].receiver.bits_per_second] as $b |
+			"\($b | add) \(($b | max) / ([($b | min), 1] | max))"' "$TMP/iperf.json" 2>/dev/null)
+		[ -n "$out" ] && break
 		err=$(jq -r '.error // empty' "$TMP/iperf.json" 2>/dev/null)
+		echo "$name|$cfg|$r|try $try: ${err:-no result, no error}" >>"$RAW.err"
 		case $err in *busy*) sleep 1 ;; *) break ;; esac
 	done
-	[ -n "$err" ] && echo "$name|$cfg|$r|try $try: $err" >>"$RAW.err"
-	jq -r '[.end.streams[].receiver.bits_per_second] as $b |
-		"\($b | add) \(($b | max) / ([($b | min), 1] | max))"' "$TMP/iperf.json" 2>/dev/null
+	echo "$out"
 	[ -n "$xp" ] && wait "$xp"
 }
 
@@ -90,6 +92,7 @@ run_flows() {
 # steering); rtos: RTOs, each a kernel rehash unless steered (txrehash=1 on S).
 rh_counts() {
 	local now
+	[ "$#" = 0 ] || [ -n "$1" ] || return 0
 	now=$(sp_json '.modules.rehash | "\(.rehash_now + .rehash_deferred_done + .rehash_deferred_forced) \(.memory_reverted) \(.rto) \(.episodes)"')
 	if [ -z "${1:-}" ]; then echo "$now"; return; fi
 	paste -d' ' <(tr ' ' '\n' <<<"$now") <(tr ' ' '\n' <<<"$1") | awk '{ printf "%s%d", (NR > 1 ? " " : ""), $1 - $2 }'
