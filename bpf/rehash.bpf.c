@@ -687,6 +687,7 @@ static __always_inline bool judge_move(struct bpf_sock_ops *skops, struct sk_sta
 				       __u64 dens, __u64 now)
 {
 	__u64 span, prate, n;
+	bool own;
 
 	/* mv_ns from before a restart of the clock cannot happen; > now is
 	 * only a bug's, and ends the trial as "helped". */
@@ -700,9 +701,9 @@ static __always_inline bool judge_move(struct bpf_sock_ops *skops, struct sk_sta
 	n = d->eps >= s->mv_eps ? d->eps - s->mv_eps : 0;
 	n = n > s->trial_eps ? n - s->trial_eps : 0;
 	prate = eps_per_s(n, span);
-	if (dens * 2 <= s->old_dens ||
-	    (s->old_prate >= SIB_MIN_RATE && prate * 3 <= s->old_prate * 2)) {
-		if (dens * 2 > s->old_dens)
+	own = dens * 2 <= s->old_dens;
+	if (own || (s->old_prate >= SIB_MIN_RATE && prate * 3 <= s->old_prate * 2)) {
+		if (!own)
 			sp_count(&rehash_ctr, SP_RH_KEPT_SIB, 1);
 		s->backoff = 0;
 		s->floor = 0;

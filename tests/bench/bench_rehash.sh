@@ -92,10 +92,12 @@ run_flows() {
 # steering); rtos: RTOs, each a kernel rehash unless steered (txrehash=1 on S).
 rh_counts() {
 	local now
+	# An earlier reading that failed: no changes to give.
 	[ "$#" = 0 ] || [ -n "$1" ] || return 0
 	now=$(sp_json '.modules.rehash | "\(.rehash_now + .rehash_deferred_done + .rehash_deferred_forced) \(.memory_reverted) \(.rto) \(.episodes)"')
-	if [ -z "${1:-}" ]; then echo "$now"; return; fi
-	paste -d' ' <(tr ' ' '\n' <<<"$now") <(tr ' ' '\n' <<<"$1") | awk '{ printf "%s%d", (NR > 1 ? " " : ""), $1 - $2 }'
+	[ "$#" = 0 ] && { echo "$now"; return; }
+	awk -v a="$now" -v b="$1" 'BEGIN { n = split(a, x); split(b, y)
+		for (i = 1; i <= n; i++) printf "%s%d", (i > 1 ? " " : ""), x[i] - y[i] }'
 }
 
 scenario() { # scenario NAME PATHS RATES FLOWS [lossy|cross|vxlan|fair]

@@ -377,6 +377,18 @@ t_rehash_policy_density_shared_vs_separate() {
 	assert_ge "$(rh suppressed_backoff)" 1 "episodes held back after a futile move"
 }
 
+# R1 (table ip6 sptrial, chain pre) records in set "first" the flow label of
+# the first full-sized packet to D's port 5201 (a data connection's; iperf3's
+# control connection sends none); each argument is one more rule for the
+# packets to that port, after it.
+rh_first_label() {
+	{
+		printf 'table ip6 sptrial {\n set first { typeof ip6 flowlabel; size 1; flags dynamic; }\n chain pre {\n type filter hook prerouting priority mangle + 1;\n iifname "r1s" tcp dport 5201 meta length > 1000 add @first { ip6 flowlabel }\n'
+		printf ' iifname "r1s" tcp dport 5201 %s\n' "$@"
+		printf ' }\n}\n'
+	} | ip netns exec "$NS_R1" nft -f - || fail "nft first label"
+}
+
 # Policy 2's siblings' view. Flows A (port 5203, pinned) and B (5201) of the
 # cgroup share path 1; 3 flows from outside the host (5202) share path 0.
 # R1 routes B by flow label: the label of its first full-sized packet to
@@ -395,21 +407,22 @@ t_rehash_policy_density_shared_vs_separate() {
 # of episodes) moves B within about a second. Where B is: R1's packet
 # counts to port 5201 per path, after GRO (a few hundred a second).
 t_rehash_policy_sibling_keeps_move() {
-	local p0 p1 q0 q1 pa pb
+	local p0 p1 q0 q1 pa pb px
 	rh_setup
 	rh_tables
 	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail iperf3
 	ip netns exec "$NS_D" iperf3 -s -D -p 5202 >/dev/null || fail iperf3
-	printf 'table ip6 sptrial {\n set first { typeof ip6 flowlabel; size 1; flags dynamic; }\n chain pre {\n type filter hook prerouting priority mangle + 1;\n iifname "r1s" tcp dport 5201 meta length > 1000 add @first { ip6 flowlabel }\n iifname "r1s" tcp dport 5201 ip6 flowlabel @first meta mark set 0x22 counter\n iifname "r1s" tcp dport 5201 ip6 flowlabel != @first meta mark set 0x21 counter\n }\n}\n' |
-		ip netns exec "$NS_R1" nft -f - || fail "nft first label"
+	rh_first_label 'ip6 flowlabel @first meta mark set 0x22 counter' \
+		'ip6 flowlabel != @first meta mark set 0x21 counter'
 	ip -n "$NS_R1" -6 rule add fwmark 0x21 table 100 pref 850 || fail "mark rule"
 	ip -n "$NS_R1" -6 rule add fwmark 0x22 table 101 pref 851 || fail "mark rule"
 	rh_pin 5203 1
-	ip -n "$NS_R1" -6 rule add ipproto tcp dport 5202 table 100 pref 902 || fail "cross rule"
+	ecmp_cross_pin 5202
 	"$SP" set --pin-path "$PIN" rehash.policy=0 rehash.prob=0 rehash.reuse=1 rehash.mode=1 >/dev/null ||
 		fail set
 	ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5202 -t 14 -P 3 -J >"$TMP/x.json" &
-	BG_PIDS+=($!)
+	px=$!
+	BG_PIDS+=($px)
 	sleep 0.5
 	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5203 -t 13 >/dev/null &
 	pa=$!
@@ -428,7 +441,7 @@ t_rehash_policy_sibling_keeps_move() {
 	read -r q1 q0 < <(b_paths)
 	wait "$pb" || fail "iperf3 B"
 	wait "$pa" || fail "iperf3 A"
-	wait "${BG_PIDS[-3]}" || fail "iperf3 outside"
+	wait "$px" || fail "iperf3 outside"
 	echo "B's packets on path 1 / path 0: $p1 / $p0 at 6 s," \
 		"$q1 / $q0 3 s later; $(rh_decided) rehashes, $(rh kept_by_siblings) kept by the siblings'" \
 		"rate, $(rh futile_moves) futile ($(rh rto_steered) at an RTO), $(rh memory_reverted) reverted;" \
@@ -544,8 +557,10 @@ t_rehash_rto_reverts_move_on_trial() {
 	rh_setup
 	rh_tables
 	rh_pin 5201 0
-	printf 'table ip6 sptrial {\n set first { typeof ip6 flowlabel; size 1; flags dynamic; }\n chain pre {\n type filter hook prerouting priority mangle + 1;\n iifname "r1s" tcp dport 5201 meta length > 1000 add @first { ip6 flowlabel }\n iifname "r1s" tcp dport 5201 meta length > 1000 ip6 flowlabel != @first drop\n iifname "r1s" tcp dport 5201 meta length > 1000 numgen random mod 300 == 0 drop\n }\n chain blk {\n type filter hook prerouting priority mangle + 2;\n }\n}\n' |
-		ip netns exec "$NS_R1" nft -f - || fail "nft first label"
+	rh_first_label 'meta length > 1000 ip6 flowlabel != @first drop' \
+		'meta length > 1000 numgen random mod 300 == 0 drop'
+	ip netns exec "$NS_R1" nft add chain ip6 sptrial blk '{ type filter hook prerouting priority mangle + 2; }' ||
+		fail "nft blackout chain"
 	"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=1 rehash.policy=2 >/dev/null || fail set
 	for tx in 0 1; do
 		ip netns exec "$NS_S" sysctl -qw net.core.txrehash=$tx
