@@ -443,7 +443,10 @@ static void on_probe_timeout(void *ctx)
 	struct pmtu_search *s = ctx;
 
 	if (!s->throttled) {
-		probe_done(s, false);
+		/* The loop hands out one ready fd at a time: an answer that came
+		 * while the loader was not running is queued behind this expiry,
+		 * and is an answer (a 20 ms wait is short on a busy host). */
+		probe_done(s, s->probe.fd >= 0 && pmtu_probe_answered(&s->probe) > 0);
 		return;
 	}
 	s->throttled = false;
