@@ -150,7 +150,7 @@ struct sk_state {
 	__u8 judge;		/* policy 2: the move to this txhash is on trial (old_dens) */
 	__u8 backoff;		/* policy 2: futile moves in a row (quiet_until_ns) */
 	__u8 rto_held;		/* policy 2: SO_TXREHASH off for this RTO (rto_steer()) */
-	__u8 trial_eps;		/* policy 2: own episodes since the move on trial */
+	__u8 trial_eps;		/* policy 2: own episodes since the move on trial was decided */
 	__u32 next_hash;	/* reuse: the known-good txhash the pending rehash takes */
 	__u32 round_retrans;	/* total_retrans at the start of the round */
 	__u32 old_hash;		/* txhash before the last rehash: the revert target */
@@ -526,7 +526,6 @@ static __always_inline void apply(struct bpf_sock_ops *skops, struct sk_state *s
 	s->corr_hit = 0;
 	s->hash_eps = 0;
 	s->hash_bytes = skops->bytes_acked;
-	s->trial_eps = 0;
 	s->mv_bytes = skops->bytes_acked;
 	mark_path(skops, s, now);
 	/* A revert goes back to a path measured before: no window for it. */
@@ -763,7 +762,9 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 		s->hash_bytes = skops->bytes_acked;
 		s->hash_ns = now;
 	}
-	if (s->judge && s->trial_eps < 255)
+	/* The mover's own episodes from its decision on, also those before a
+	 * deferred move is applied: mv_eps counts the pair's from then. */
+	if ((s->judge || s->want == WANT_REHASH) && s->trial_eps < 255)
 		s->trial_eps++;
 	/* Every episode informs the siblings, decided or not. */
 	if (c->policy || c->reuse)
@@ -820,8 +821,11 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 		 * that lose often: a flow alone on its path rarely has one. */
 		if (!shared) {
 			/* A flow with a floor has explored: what it found
-			 * was no better. */
-			if (c->policy != 2 || !d || s->floor ||
+			 * was no better. One with no density on its hash yet
+			 * (the first episodes after a move or an RTO) could
+			 * not be judged: its move would be kept whatever it
+			 * found, and not steered back on an RTO. */
+			if (c->policy != 2 || !d || s->floor || !density(skops, s) ||
 			    bpf_get_prandom_u32() % (100 * EXPLORE_DIV) >= c->prob)
 				goto out;
 			sp_count(&rehash_ctr, SP_RH_EXPLORE, 1);
@@ -852,6 +856,7 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 		s->old_prate = sib_rate(s, d, now);
 		s->mv_eps = d->eps;
 		s->mv_ns = now;
+		s->trial_eps = 0;
 	}
 	decide_rehash(skops, s, c, now);
 	return;

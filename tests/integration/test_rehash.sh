@@ -351,13 +351,20 @@ t_rehash_policy_density_shared_vs_separate() {
 	rh_pin 5201 0; rh_pin 5203 1
 	d0=$(rh_decided)
 	# A flow alone on its path loses a few times in 10 s, sometimes fewer
-	# than the 3 episodes a density needs: up to 3 rounds for a base.
+	# than the 3 episodes a density needs (10 in 3 rounds once, for two
+	# flows): each round with no base adds a rule on R1 that drops 1 in
+	# 5000 of their packets, a loss density near a lone flow's own (base
+	# 47-62 per GiB after such a round, 2 runs).
+	ip netns exec "$NS_R1" nft add chain ip6 sp c_drop '{ type filter hook forward priority -1; }'
 	local round
 	for round in 1 2 3; do
 		RH_SECS=10 rh_two_flows
 		base=$(rh_base)
 		[ "$base" -ge 1 ] && break
+		ip netns exec "$NS_R1" nft add rule ip6 sp c_drop tcp dport '{ 5201, 5203 }' \
+			numgen random mod 5000 == 0 drop
 	done
+	ip netns exec "$NS_R1" nft flush chain ip6 sp c_drop
 	d1=$(rh_decided) s1=$(rh shared_episodes) e1=$(rh episodes)
 	# Both ports on path 0 now.
 	ip -n "$NS_R1" -6 rule del pref 901
@@ -586,6 +593,38 @@ t_rehash_rto_reverts_move_on_trial() {
 		assert_eq "$(( $(rh_timeout_rehash) - kr ))" \
 			"$(( tx * ($(rh rto) - rto - $(rh rto_steered) + st) ))" "kernel RTO rehashes (txrehash=$tx)"
 	done
+}
+
+# Policy 2 explores (prob / 10 of the episodes that are not high) only from
+# a hash with a density: such a move is on trial, and an RTO before the new
+# path delivered sends it back. Every move of a flow is dropped at R1 and
+# txrehash is 0 (the kernel never rehashes on RTO): an exploring move made
+# without a density (a connection's first two episodes, or the first after
+# a revert) would not be on trial, and would leave its flow in the black
+# hole for the rest of its run. 8 connections of 2 s: each starts with no
+# density and no backoff.
+rh_applied() { echo $(( $(rh rehash_now) + $(rh rehash_deferred_done) + $(rh rehash_deferred_forced) )); }
+t_rehash_explore_judged() {
+	local mb all=
+	rh_setup
+	rh_tables
+	rh_pin 5201 0
+	rh_first_label 'meta length > 1000 ip6 flowlabel != @first drop' \
+		'meta length > 1000 numgen random mod 20 == 0 drop'
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 rehash.policy=2 >/dev/null || fail set
+	for _ in $(seq 8); do
+		ip netns exec "$NS_R1" nft flush set ip6 sptrial first
+		mb=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 2 -J |
+			jq '.end.sum_received.bytes / 1000000 | floor')
+		all+=" $mb"
+	done
+	# A move made in the last RTO of a run is steered back after it.
+	for _ in $(seq 30); do [ "$(rh rto_steered)" = "$(rh_applied)" ] && break; sleep 0.1; done
+	echo "$(rh explored) explored, $(rh_applied) moves applied, $(rh rto_steered) RTOs steered back," \
+		"$(rh rto) RTOs, $(rh episodes) episodes; MB per flow:$all"
+	assert_ge "$(rh explored)" 2 "exploring moves"
+	assert_eq "$(rh rto_steered)" "$(rh_applied)" "moves into the black hole steered back at their RTO"
+	assert_ge "$(printf '%s\n' $all | sort -n | head -1)" 8 "MB delivered by the slowest flow, whose moves are dropped"
 }
 
 # enforce=0 (run --dry-run): every decision is made and counted as with
