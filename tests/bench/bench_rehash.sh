@@ -18,6 +18,11 @@
 # The machine this was written on is small and shared: RUNS and SECS default
 # to 3 x 8 s, FAIR_SECS (2x7, 3x6, 3x16) to 30 s (the issue asks for 10 runs):
 # say so beside any number.
+# FLOWS=1 also writes each flow of each run to $RAW.flows: "scenario|config|
+# run|port Mbit/s rehashes reverts episodes rtos" (the last four from
+# rehash_conns, per address and port pair: a port an earlier run used adds
+# to its counts; "- - - -" for a connection with none of them), to find out
+# what the slowest flow of a bad run went through.
 source "$ROOT/tests/lib_ecmp.sh"
 RUNS=${RUNS:-3}
 SECS=${SECS:-8}
@@ -83,7 +88,22 @@ run_flows() {
 		case $err in *busy*) sleep 1 ;; *) break ;; esac
 	done
 	echo "$out"
+	[ -n "$out" ] && [ -n "${FLOWS:-}" ] && flow_lines >>"$RAW.flows"
 	[ -n "$xp" ] && wait "$xp"
+}
+
+# Each stream of the last run, with its connection's counters (FLOWS=1).
+flow_lines() {
+	local conns=$(bpftool -j map dump pinned "$PIN/rehash_conns" 2>/dev/null |
+		jq -c 'if type == "array" then [.[] | .formatted |
+			{(.key.sport | tostring): .value}] | add // {} else {} end' 2>/dev/null)
+	[ -n "$conns" ] || conns='{}'
+	jq -r --argjson c "$conns" --arg pre "$name|$cfg|$r" '
+		(.start.connected | map({(.socket | tostring): .local_port}) | add) as $port |
+		.end.streams[].receiver | ($port[.socket | tostring] | tostring) as $p |
+		"\($pre)|\($p) \(.bits_per_second / 1e6 * 100 | floor / 100) " +
+		($c[$p] // null | if . then "\(.rehashes) \(.reverts) \(.episodes) \(.rtos)" else "- - - -" end)' \
+		"$TMP/iperf.json"
 }
 
 # The run's txhash changes: "moves reverts rtos episodes" so far; with the
