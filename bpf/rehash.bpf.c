@@ -729,6 +729,7 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 	struct cfg cf, *c = &cf;
 	__u32 episode, sib = 0;
 	bool corr = false, shared = false;
+	__u64 dens = 0;
 
 	sp_count(&rehash_ctr, SP_RH_RETRANS, 1);
 	if (skops->args[2])		/* the retransmission failed */
@@ -770,11 +771,13 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 	if (c->policy || c->reuse)
 		d = dest_get(skops, true);
 	if (d) {
-		__u64 dens = density(skops, s);
 		/* A flow whose moves found nothing better is high only
 		 * against what it found (floor): beside traffic from outside
 		 * it looks high wherever it goes, and each try costs. */
-		bool high = dens && dens_high(d, dens, now) && dens / DENS_FACTOR > s->floor;
+		bool high;
+
+		dens = density(skops, s);
+		high = dens && dens_high(d, dens, now) && dens / DENS_FACTOR > s->floor;
 
 		corr = episode_note(skops, s, d, now, &sib);
 		shared = c->policy == 1 ? corr : high;
@@ -824,8 +827,10 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 			 * was no better. One with no density on its hash yet
 			 * (the first episodes after a move or an RTO) could
 			 * not be judged: its move would be kept whatever it
-			 * found, and not steered back on an RTO. */
-			if (c->policy != 2 || !d || s->floor || !density(skops, s) ||
+			 * found, and not steered back on an RTO. (dens is
+			 * from before the window halving above, which keeps
+			 * a density non-zero.) */
+			if (c->policy != 2 || !d || s->floor || !dens ||
 			    bpf_get_prandom_u32() % (100 * EXPLORE_DIV) >= c->prob)
 				goto out;
 			sp_count(&rehash_ctr, SP_RH_EXPLORE, 1);
