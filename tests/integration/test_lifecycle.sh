@@ -29,8 +29,17 @@ t_lifecycle_sigterm_during_startup() {
 		kill -TERM "$pid"
 		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 		if kill -0 "$pid" 2>/dev/null; then
-			echo "cycle $i: SIGTERM after ${delay} ms: still running 5 s later"
-			kill -KILL "$pid"; wait "$pid"
+			# What a future failure needs to be explained: where the run
+			# waits, and whether the signal is still pending (blocked) or gone.
+			echo "cycle $i: SIGTERM after ${delay} ms: still running 5 s later:" \
+				"$(tr '\n' ' ' <"/proc/$pid/status" | grep -oE '(SigPnd|ShdPnd|SigBlk):\s+[0-9a-f]+' | tr -s '\t\n ' ' ')" \
+				"wchan $(cat "/proc/$pid/wchan" 2>/dev/null)," \
+				"$(grep -c . "$TMP/out") lines of stdout"
+			kill -TERM "$pid"
+			for _ in $(seq 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+			kill -0 "$pid" 2>/dev/null && echo "  a second SIGTERM: still running 2 s later" ||
+				echo "  a second SIGTERM: it ended"
+			kill -KILL "$pid" 2>/dev/null; wait "$pid"
 			bad=$((bad + 1)); [ "$bad" -ge 3 ] && break; continue
 		fi
 		wait "$pid"; rc=$?
