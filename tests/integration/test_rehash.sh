@@ -395,6 +395,18 @@ rh_first_label() {
 		printf ' }\n}\n'
 	} | ip netns exec "$NS_R1" nft -f - || fail "nft first label"
 }
+# For the next connection: the last one's tail (a retransmission after its
+# revert or an RTO) would take the "first" slot, and every full-sized
+# packet of the new one would be dropped: 0 MB (t_rehash_explore_judged
+# once in a fresh-clone make check, t_rehash_rto_reverts_move_on_trial
+# once in a work tree: 0 moves, 9 RTOs).
+rh_first_label_reset() {
+	for _ in $(seq 50); do
+		[ -z "$(ip netns exec "$NS_S" ss -Htn state all exclude time-wait dst "[fd02::2]:5201")" ] && break
+		sleep 0.1
+	done
+	ip netns exec "$NS_R1" nft flush set ip6 sptrial first
+}
 
 # Policy 2's siblings' view. Flows A (port 5203, pinned) and B (5201) of the
 # cgroup share path 1; 3 flows from outside the host (5202) share path 0.
@@ -571,7 +583,7 @@ t_rehash_rto_reverts_move_on_trial() {
 	"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=1 rehash.policy=2 >/dev/null || fail set
 	for tx in 0 1; do
 		ip netns exec "$NS_S" sysctl -qw net.core.txrehash=$tx
-		ip netns exec "$NS_R1" nft flush set ip6 sptrial first
+		rh_first_label_reset
 		rh_seed_base 1
 		st=$(rh rto_steered) rv=$(rh memory_reverted) d0=$(rh_decided) rto=$(rh rto) kr=$(rh_timeout_rehash)
 		# Near the end, 0.4 s of everything dropped: an RTO outside any
@@ -615,13 +627,7 @@ t_rehash_explore_judged() {
 		'meta length > 1000 numgen random mod 20 == 0 drop'
 	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 rehash.policy=2 >/dev/null || fail set
 	for _ in $(seq 8); do
-		# The last connection's tail (a retransmission after its revert)
-		# would be the next one's "first" packet: it goes first.
-		for _ in $(seq 50); do
-			[ -z "$(ip netns exec "$NS_S" ss -Htn state all exclude time-wait dst "[fd02::2]:5201")" ] && break
-			sleep 0.1
-		done
-		ip netns exec "$NS_R1" nft flush set ip6 sptrial first
+		rh_first_label_reset
 		mb=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 2 -J |
 			jq '.end.sum_received.bytes / 1000000 | floor')
 		all+=" $mb"
