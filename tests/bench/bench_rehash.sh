@@ -21,8 +21,10 @@
 # FLOWS=1 also writes each flow of each run to $RAW.flows: "scenario|config|
 # run|port Mbit/s rehashes reverts episodes rtos" (the last four from
 # rehash_conns, per address and port pair: a port an earlier run used adds
-# to its counts; "- - - -" for a connection with none of them), to find out
-# what the slowest flow of a bad run went through.
+# to its counts; "- - - -" for a connection with none of them), then
+# "z=N" (1-s intervals in which it delivered nothing) and "rtx=N" (its
+# retransmitted segments, iperf3's count), to find out what the slowest flow
+# of a bad run went through.
 source "$ROOT/tests/lib_ecmp.sh"
 RUNS=${RUNS:-3}
 SECS=${SECS:-8}
@@ -100,9 +102,13 @@ flow_lines() {
 	[ -n "$conns" ] || conns='{}'
 	jq -r --argjson c "$conns" --arg pre "$name|$cfg|$r" '
 		(.start.connected | map({(.socket | tostring): .local_port}) | add) as $port |
-		.end.streams[].receiver | ($port[.socket | tostring] | tostring) as $p |
+		([.intervals[].streams[] | select(.bytes == 0) | .socket] | group_by(.) |
+			map({(.[0] | tostring): length}) | add // {}) as $zero |
+		.end.streams[] | .sender.retransmits as $rtx | .receiver |
+		(.socket | tostring) as $s | ($port[$s] | tostring) as $p |
 		"\($pre)|\($p) \(.bits_per_second / 1e6 * 100 | floor / 100) " +
-		($c[$p] // null | if . then "\(.rehashes) \(.reverts) \(.episodes) \(.rtos)" else "- - - -" end)' \
+		($c[$p] // null | if . then "\(.rehashes) \(.reverts) \(.episodes) \(.rtos)" else "- - - -" end) +
+		" z=\($zero[$s] // 0) rtx=\($rtx // "?")"' \
 		"$TMP/iperf.json"
 }
 
