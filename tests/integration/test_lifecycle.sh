@@ -15,14 +15,29 @@ nothing_attached() {
 # signal, and that window is too short to hit at will; so the run starts
 # with the signals blocked (env --block-signal), as if one had arrived before
 # main(): a run must still take it (from its signalfd) and end cleanly.
+# The delay counts from the exec of stackpilot, not from the fork: until
+# its exec the child is this bash, and a SIGTERM there runs the trap it
+# inherited from lib.sh, whose pending state the child then drops before
+# it execs env. On a loaded machine the child waited up to 200 ms for a
+# CPU, and such signals were lost (traced: signal_generate to the child
+# while comm was bash, signal_deliver to bash's trap handler, then the
+# execs of env and stackpilot): the run never saw a signal, and 5 s later
+# the test found it in its loop. That was this test's CI flake, not the
+# loader's.
 t_lifecycle_sigterm_during_startup() {
 	make_cgroup
-	local i rc pid delay bad=0 early=0
+	local i rc pid delay comm bad=0 early=0
 	for i in $(seq 40); do
 		env --block-signal=INT,TERM,HUP "$SP" run --pin-path "$PIN" --cgroup "$CG" \
 			--modules tcpstats,pmtu --interval 0 >"$TMP/out" 2>"$TMP/err" &
 		pid=$!
 		BG_PIDS=("$pid")	# a run that ignores the signal dies with the test
+		for _ in $(seq 5000); do
+			read -r comm <"/proc/$pid/comm" 2>/dev/null || break
+			[ "$comm" = stackpilot ] && break
+			sleep 0.001
+		done
+		[ "$comm" = stackpilot ] || fail "cycle $i: the run did not exec stackpilot (comm '$comm')"
 		delay=$((5 + RANDOM % 120))
 		sleep "0.$(printf %03d "$delay")"
 		grep -q '^stackpilot: attached' "$TMP/out" || early=$((early + 1))
