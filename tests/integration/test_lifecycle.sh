@@ -11,10 +11,10 @@ nothing_attached() {
 
 # A SIGTERM at any moment of start-up ends the run cleanly: exit 0 (or a
 # one-line error), never death by the signal (rc 143), nothing left attached.
-# Until main() runs (fork, exec, the dynamic loader) no program can act on a
-# signal, and that window is too short to hit at will; so the run starts
-# with the signals blocked (env --block-signal), as if one had arrived before
-# main(): a run must still take it (from its signalfd) and end cleanly.
+# Until main() runs (exec, the dynamic loader) stackpilot cannot act on a
+# signal; so the run starts with the signals blocked (env --block-signal),
+# as if one had arrived before main(): a run must still take it (from its
+# signalfd) and end cleanly.
 # The delay counts from the exec of stackpilot, not from the fork: until
 # its exec the child is this bash, and a SIGTERM there runs the trap it
 # inherited from lib.sh, whose pending state the child then drops before

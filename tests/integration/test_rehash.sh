@@ -25,6 +25,8 @@ labels() {
 # Most distinct labels any one flow had.
 labels_max() { labels | jq '[.[] | length] | max // 0'; }
 rh() { sp_json ".modules.rehash.$1"; }
+# Rehashes applied: at once, deferred and then safe, deferred and forced.
+rh_applied() { echo $(( $(rh rehash_now) + $(rh rehash_deferred_done) + $(rh rehash_deferred_forced) )); }
 
 # iperf3 from S to D for $1 seconds; in the cgroup unless $2 = outside.
 flow() {
@@ -172,7 +174,7 @@ t_rehash_clean_flow_no_rtt_cb() {
 	assert_ge $((mb * 2)) "$cbs" "RTT callbacks per 2 MB of a clean flow"
 	assert_ge $((mb * 2)) "$runs" "sp_rehash runs per 2 MB of a clean flow"
 	flow 3
-	local n=$(( $(rh rehash_now) + $(rh rehash_deferred_done) + $(rh rehash_deferred_forced) ))
+	local n=$(rh_applied)
 	mb=$(( $(rh bytes_delivered) / 1000000 ))
 	echo "lossy: $n rehashes, $(rh rtt_callbacks) rtt callbacks, $mb MB in all, $(rh rtt_callbacks_per_mb) per MB"
 	assert_ge "$n" 2 "rehashes of a lossy flow"
@@ -189,7 +191,7 @@ t_rehash_rtt_cb_shared_with_pmtu() {
 	RH_MODULES=rehash,pmtu rh_setup
 	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
 	flow 3
-	local n=$(( $(rh rehash_now) + $(rh rehash_deferred_done) + $(rh rehash_deferred_forced) ))
+	local n=$(rh_applied)
 	echo "rehashes $n, rtt callbacks $(rh rtt_callbacks), switched on $(rh rtt_cb_switched_on)"
 	assert_ge "$n" 2 "rehashes with pmtu loaded"
 	assert_eq "$(rh rtt_cb_switched_on)" 0 "RTT_CB switched on by rehash while pmtu holds it"
@@ -251,7 +253,7 @@ t_rehash_vxlan_outer_port() {
 	# Two inner flows: one alone on a path had as few as 1 episode in 4 s.
 	in_cgroup ip netns exec "$NS_S" iperf3 -4 -c 10.99.0.2 -p 5201 -t 4 -P 2 >/dev/null ||
 		fail "iperf3 overlay"
-	local n=$(( $(rh rehash_now) + $(rh rehash_deferred_done) + $(rh rehash_deferred_forced) ))
+	local n=$(rh_applied)
 	local ports=$(ecmp_vxlan_sports)
 	echo "prob=100: $n rehashes, outer source ports $ports in all; p0 $(path_tx 0) p1 $(path_tx 1)"
 	assert_ge "$n" 2 "rehashes of the inner flow"
@@ -617,7 +619,6 @@ t_rehash_rto_reverts_move_on_trial() {
 # density and no backoff. Here the slowest flow delivered 4-15 MB (its
 # moves cost an RTO each); exploring from no density stranded 2-4 of the
 # 8 flows (0-2 MB), their moves never steered back, 3 of 3 runs.
-rh_applied() { echo $(( $(rh rehash_now) + $(rh rehash_deferred_done) + $(rh rehash_deferred_forced) )); }
 t_rehash_explore_judged() {
 	local mb all=
 	rh_setup
@@ -648,7 +649,7 @@ t_rehash_enforce_dry_run() {
 	rh_setup
 	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 rehash.enforce=0 >/dev/null || fail set
 	flow 3
-	local n=$(( $(rh rehash_now) + $(rh rehash_deferred_done) + $(rh rehash_deferred_forced) ))
+	local n=$(rh_applied)
 	echo "dry run: $n rehashes decided and applied, $(rh dry_run_skipped) writes skipped, labels $(labels)"
 	assert_ge "$n" 2 "rehashes counted in a dry run"
 	assert_eq "$(rh dry_run_skipped)" "$n" "writes skipped"
