@@ -540,7 +540,13 @@ t_rehash_reuse_good_hash() {
 	local pa pb pc la lb lc
 	rh_setup
 	"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.reuse=1 >/dev/null || fail set
-	pa=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 2 -J | rh_data_port)
+	# A flow alone has only its own densities for a base; on a loaded
+	# machine one of them can come out 3 x the others and the hash is not
+	# recorded good (once in a make check under a busy CPU): up to 3 tries.
+	for _ in 1 2 3; do
+		pa=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 2 -J | rh_data_port)
+		[ "$(rh good_hash_added)" -ge 1 ] && break
+	done
 	la=$(rh_label_of "$pa")
 	assert_eq "$(echo "$la" | jq length)" 1 "labels of the first flow (no rehash)"
 	assert_ge "$(rh good_hash_added)" 1 "good hashes recorded at close"
