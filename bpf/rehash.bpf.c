@@ -14,7 +14,9 @@
  *              path (path memory); count congested rounds.
  *  RTO_CB      the kernel rehashes by itself right after this callback:
  *              cancel what is pending, note the RTO (mode 0, pause); under
- *              policy 2, a move on trial goes back instead (rto_steer()).
+ *              policy 2, a move on trial goes back instead (rto_steer()),
+ *              and a second RTO in a row takes a calm sibling's txhash
+ *              (rto_calm()).
  *  STATE_CB    count the bytes a closing socket delivered (status: RTT
  *              callbacks per MB).
  *
@@ -149,7 +151,7 @@ struct sk_state {
 	__u16 congested_rounds;
 	__u8 judge;		/* policy 2: the move to this txhash is on trial (old_dens) */
 	__u8 backoff;		/* policy 2: futile moves in a row (quiet_until_ns) */
-	__u8 rto_held;		/* policy 2: SO_TXREHASH off for this RTO (rto_steer()) */
+	__u8 rto_held;		/* policy 2: SO_TXREHASH off for this RTO (rto_hold()) */
 	__u8 trial_eps;		/* policy 2: own episodes since the move on trial was decided */
 	__u32 next_hash;	/* reuse: the known-good txhash the pending rehash takes */
 	__u32 round_retrans;	/* total_retrans at the start of the round */
@@ -720,6 +722,31 @@ static __always_inline bool judge_move(struct bpf_sock_ops *skops, struct sk_sta
 	return true;
 }
 
+/*
+ * Policy 2: the txhash a flow of the pair last measured a density not
+ * above DENS_FACTOR x the base on (calm), for a flow in RTO backoff. Such a
+ * flow has no density (each RTO starts its count again), so nothing else
+ * here decides about it; the kernel's random RTO rehash leads back onto a
+ * path that drops its retransmissions once in N paths, and each miss
+ * doubles the wait (50%-loss path: flows 6-7 s of 8 delivering nothing,
+ * never moved by policy 2; README "Which flows starve"). A hash found busy
+ * or ending in an RTO stops being calm.
+ */
+#define CALM_AGE_NS	2000000000ULL
+
+static __always_inline void calm_note(const struct bpf_sock_ops *skops,
+				      struct sp_rehash_dest *d, bool calm, __u64 now)
+{
+	__u32 cur = skops->sk_txhash;
+
+	if (calm && cur) {
+		d->calm_hash = cur;
+		d->calm_ns = now;
+	} else if (d->calm_hash == cur) {
+		d->calm_hash = 0;
+	}
+}
+
 static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_state *s, __u64 now)
 {
 	struct bpf_sock *bsk = skops->sk;
@@ -774,10 +801,13 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 		/* A flow whose moves found nothing better is high only
 		 * against what it found (floor): beside traffic from outside
 		 * it looks high wherever it goes, and each try costs. */
-		bool high;
+		bool over, high;
 
 		dens = density(skops, s);
-		high = dens && dens_high(d, dens, now) && dens / DENS_FACTOR > s->floor;
+		over = dens && dens_high(d, dens, now);
+		high = over && dens / DENS_FACTOR > s->floor;
+		if (c->policy == 2)
+			calm_note(skops, d, dens && !over, now);
 
 		corr = episode_note(skops, s, d, now, &sib);
 		shared = c->policy == 1 ? corr : high;
@@ -992,6 +1022,24 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 }
 
 /*
+ * Keep the kernel from drawing over the txhash this RTO callback writes:
+ * SO_TXREHASH off (if on) until the socket's next callback (rto_release()).
+ */
+static __always_inline bool rto_hold(struct bpf_sock_ops *skops, struct sk_state *s)
+{
+	int on = 0, off = 0;
+
+	if (bpf_getsockopt(skops, SOL_SOCKET, SO_TXREHASH, &on, sizeof(on)))
+		return false;
+	if (on == 1) {
+		if (bpf_setsockopt(skops, SOL_SOCKET, SO_TXREHASH, &off, sizeof(off)))
+			return false;
+		s->rto_held = 1;
+	}
+	return true;
+}
+
+/*
  * Policy 2 on an RTO. The kernel draws a random hash right after this
  * callback, onto the path the flow is leaving as often as not (1 in N
  * paths). A move on trial that ended in an RTO failed: the flow goes back
@@ -1008,13 +1056,12 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
  * was stackpilot's, and a flow moved onto a path that drops everything
  * would otherwise stay there (no episode on it ever ends the trial).
  */
-static __always_inline void rto_steer(struct bpf_sock_ops *skops, struct sk_state *s,
+static __always_inline bool rto_steer(struct bpf_sock_ops *skops, struct sk_state *s,
 				      const struct cfg *c, __u64 now)
 {
 	struct sp_rehash_conn *conn;
 	__u32 cur = skops->sk_txhash, h = s->old_hash;
 	bool pending = s->want == WANT_REVERT, trial;
-	int on = 0, off = 0;
 
 	/* The RTO judges the move only while the new path has delivered
 	 * little: a trial with too few episodes to end stays open, and an RTO
@@ -1022,17 +1069,12 @@ static __always_inline void rto_steer(struct bpf_sock_ops *skops, struct sk_stat
 	 * judge_move() decided but could not apply yet is done now too. */
 	trial = s->judge && skops->bytes_acked - s->mv_bytes < SP_RH_GOOD_MIN;
 	if (c->policy != 2 || !(trial || pending) || !cur || !h)
-		return;
+		return false;
 	/* enforce=0 never wrote the move: old_hash is the current hash. */
 	if (c->enforce && h == cur)
-		return;
-	if (bpf_getsockopt(skops, SOL_SOCKET, SO_TXREHASH, &on, sizeof(on)))
-		return;
-	if (c->enforce && on == 1) {
-		if (bpf_setsockopt(skops, SOL_SOCKET, SO_TXREHASH, &off, sizeof(off)))
-			return;
-		s->rto_held = 1;
-	}
+		return false;
+	if (c->enforce && !rto_hold(skops, s))
+		return false;
 	if (trial)
 		futile(skops, s, now);
 	sp_count(&rehash_ctr, SP_RH_REVERT_DONE, 1);
@@ -1042,9 +1084,45 @@ static __always_inline void rto_steer(struct bpf_sock_ops *skops, struct sk_stat
 		__sync_fetch_and_add(&conn->reverts, 1);
 	if (!c->enforce) {
 		sp_count(&rehash_ctr, SP_RH_DRY, 1);
+		return true;
+	}
+	skops->sk_txhash = h;
+	if (conn)
+		conn->txhash = h;
+	return true;
+}
+
+/*
+ * Policy 2, an RTO not steered back: from the second in a row (args[0] is
+ * icsk_retransmits before this one counts: RTOs since the last progress),
+ * onto the pair's calm hash (calm_note()) instead of the kernel's draw. Not
+ * at the first: one RTO says little, and every flow sent to one calm
+ * path adds to its queue.
+ */
+static __always_inline void rto_calm(struct bpf_sock_ops *skops, struct sk_state *s,
+				     const struct cfg *c, struct sp_rehash_dest *d, __u32 cur,
+				     __u64 now)
+{
+	struct sp_rehash_conn *conn;
+	__u32 h;
+	__u64 t;
+
+	if (c->policy != 2 || !d || skops->args[0] < 1 || !cur)
+		return;
+	h = d->calm_hash;
+	t = d->calm_ns;
+	/* A time in the future (bpftool) is not recent. */
+	if (!h || h == cur || t > now || now - t > CALM_AGE_NS)
+		return;
+	if (c->enforce && !rto_hold(skops, s))
+		return;
+	sp_count(&rehash_ctr, SP_RH_RTO_CALM, 1);
+	if (!c->enforce) {
+		sp_count(&rehash_ctr, SP_RH_DRY, 1);
 		return;
 	}
 	skops->sk_txhash = h;
+	conn = conn_get(skops);
 	if (conn)
 		conn->txhash = h;
 }
@@ -1104,6 +1182,7 @@ int sp_rehash(struct bpf_sock_ops *skops)
 	struct sp_rehash_dest *d;
 	struct sk_state *s;
 	struct cfg c;
+	__u32 cur;
 	__u64 now;
 
 	switch (skops->op) {
@@ -1158,9 +1237,16 @@ int sp_rehash(struct bpf_sock_ops *skops)
 		sp_count(&rehash_ctr, SP_RH_RTO, 1);
 		/* An RTO on a hash is the worst a path can show: off the good
 		 * list (before rto_steer() or the kernel moves the flow). */
-		if (c.reuse && skops->sk_txhash && (d = dest_get(skops, false)))
-			good_drop(d, skops->sk_txhash);
-		rto_steer(skops, s, &c, now);
+		cur = skops->sk_txhash;
+		d = c.reuse || c.policy == 2 ? dest_get(skops, false) : NULL;
+		if (d && cur) {
+			if (c.reuse)
+				good_drop(d, cur);
+			if (d->calm_hash == cur)
+				d->calm_hash = 0;
+		}
+		if (!rto_steer(skops, s, &c, now))
+			rto_calm(skops, s, &c, d, cur, now);
 		s->had_rto = 1;
 		/* The kernel moves the flow itself now: what was pending or being
 		 * measured refers to a path it is leaving. */

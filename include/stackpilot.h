@@ -96,6 +96,7 @@ enum sp_rehash_ctr {
 	SP_RH_SUP_BACKOFF,	/* policy 2: no move: one on trial, or backing off */
 	SP_RH_RTO_STEER,	/* policy 2: RTOs of a move on trial: back to the old txhash */
 	SP_RH_KEPT_SIB,		/* policy 2: moves kept by the siblings' rate alone */
+	SP_RH_RTO_CALM,		/* policy 2: repeated RTOs sent onto a calm sibling's txhash */
 	SP_RH_NR,
 };
 
@@ -177,6 +178,9 @@ struct sp_rehash_dest {
 	__u32 good[SP_RH_GOOD];	/* 0 = empty */
 	__u64 good_ns[SP_RH_GOOD];
 	__u64 eps;		/* loss episodes of the pair's flows, all time */
+	__u64 calm_ns;		/* policy 2: when a flow last measured a density not high ... */
+	__u32 calm_hash;	/* ... on this txhash (0 = none) */
+	__u32 pad;
 };
 
 struct sp_rehash_conn {

@@ -100,6 +100,8 @@ static const struct sp_counter counters[SP_RH_NR] = {
 			      "policy 2: RTOs that ended a move on trial: back to the old txhash, not the kernel's random one" },
 	[SP_RH_KEPT_SIB] = { "kept_by_siblings",
 			     "policy 2: moves kept because the siblings' episode rate fell, the mover's own losses not halved" },
+	[SP_RH_RTO_CALM] = { "rto_to_calm",
+			     "policy 2: second and later RTOs in a row sent onto the txhash a sibling last found calm, not the kernel's random one" },
 };
 
 /* The per-ACK price: RTT callbacks the module's sockets ran per MB they delivered. */

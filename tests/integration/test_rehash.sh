@@ -337,7 +337,7 @@ rh_seed_base() { # rh_seed_base EPISODES_PER_GIB [FILL]
 	python3 - "$PIN/rehash_dests" "$1" "${2:-0}" <<-'PY' || fail "seed the base"
 	import ipaddress, struct, subprocess, sys, time
 	key = struct.pack("<I", 10) + ipaddress.IPv6Address("fd01::1").packed + ipaddress.IPv6Address("fd02::2").packed
-	val = bytearray([int(sys.argv[3])] * 152)
+	val = bytearray([int(sys.argv[3])] * 168)
 	struct.pack_into("<QQ", val, 24, int(sys.argv[2]), time.monotonic_ns())
 	hx = lambda b: [f"{x:02x}" for x in b]
 	subprocess.run(["bpftool", "map", "update", "pinned", sys.argv[1], "key", "hex", *hx(key),
@@ -652,6 +652,60 @@ t_rehash_explore_judged() {
 	assert_ge "$(printf '%s\n' $all | sort -n | head -1)" 3 "MB delivered by the slowest flow, whose moves are dropped"
 }
 
+# Policy 2, a flow in RTO backoff: from its second RTO in a row it takes the
+# txhash a sibling last measured a density not high on (rto_calm()), not
+# the kernel's draw. A (port 5203) and B (5201), pinned by port to paths 1
+# and 0, lose 1 in 100 of their full-sized packets at R1: episodes enough
+# for densities, alike (prob=0: no exploring). B runs 7 s; from 2.5 s to
+# 5.5 s R1 drops every packet of B whose flow label A has not used in the
+# last 3 s. With the kernel's RTO rehash alone (policy 0, txrehash=1) each
+# new label is dropped too and B sends nothing in seconds 3 and 4 (its RTOs
+# at about 0.2, 0.6, 1.4 and 3 s into the blackout); under policy 2 B is on
+# A's txhash from its second RTO and sends. Where the kernel does not
+# rehash on RTO (txrehash=0) too.
+rh_mbps() { # per-second MB of the flow of an iperf3 -J (sender's view)
+	jq -c '[.intervals[].sum.bytes / 100000 | floor / 10]'
+}
+t_rehash_rto_to_calm() {
+	local pol_tx pol tx c0 a b mb
+	rh_setup
+	rh_tables
+	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail iperf3
+	rh_pin 5201 0; rh_pin 5203 1
+	printf '%s\n' 'table ip6 spcalm {' \
+		' set alabels { typeof ip6 flowlabel; size 64; flags dynamic, timeout; timeout 3s; }' \
+		' chain pre { type filter hook prerouting priority mangle + 1;' \
+		'  iifname "r1s" tcp dport 5203 update @alabels { ip6 flowlabel }' \
+		'  iifname "r1s" tcp dport { 5201, 5203 } meta length > 1000 numgen random mod 100 == 0 drop' \
+		' }' \
+		' chain blk { type filter hook prerouting priority mangle + 2; }' '}' |
+		ip netns exec "$NS_R1" nft -f - || fail "nft calm"
+	for pol_tx in "0 1" "2 1" "2 0"; do
+		set -- $pol_tx; pol=$1 tx=$2
+		ip netns exec "$NS_S" sysctl -qw net.core.txrehash=$tx
+		"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=1 rehash.policy=$pol >/dev/null || fail set
+		c0=$(rh rto_to_calm)
+		in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5203 -t 8 -J >"$TMP/a.json" &
+		BG_PIDS+=($!)
+		( sleep 2.5; ip netns exec "$NS_R1" nft add rule ip6 spcalm blk tcp dport 5201 ip6 flowlabel != @alabels drop
+		  sleep 3; ip netns exec "$NS_R1" nft flush chain ip6 spcalm blk ) &
+		BG_PIDS+=($!)
+		b=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 7 -J | rh_mbps)
+		wait "${BG_PIDS[-1]}" "${BG_PIDS[-2]}" || fail "iperf3 A"
+		a=$(rh_mbps <"$TMP/a.json")
+		mb=$(echo "$b" | jq '.[3] + .[4] | floor')
+		echo "policy $pol, txrehash=$tx: MB per second A $a, B $b (blackout 2.5-5.5 s);" \
+			"$(( $(rh rto_to_calm) - c0 )) RTOs onto the calm hash"
+		if [ "$pol" = 0 ]; then
+			assert_eq "$(( $(rh rto_to_calm) - c0 ))" 0 "RTOs onto the calm hash under policy 0"
+			assert_eq "$mb" 0 "MB B sent in seconds 3-4 with the kernel's RTO rehash"
+		else
+			assert_ge "$(( $(rh rto_to_calm) - c0 ))" 1 "RTOs onto the calm hash (txrehash=$tx)"
+			assert_ge "$mb" 5 "MB B sent in seconds 3-4 (txrehash=$tx)"
+		fi
+	done
+}
+
 # enforce=0 (run --dry-run): every decision is made and counted as with
 # enforce=1, but sk_txhash is never written: one flow label on the wire.
 # A value of 7 written by bpftool acts as 1.
@@ -688,7 +742,7 @@ t_rehash_dests_bpftool_values() {
 	"$SP" set --pin-path "$PIN" rehash.policy=2 rehash.mode=1 rehash.reuse=1 >/dev/null || fail set
 	# key: AF_INET6, fd01::1, fd02::2
 	local key="10 0 0 0 0xfd 1 0 0 0 0 0 0 0 0 0 0 0 0 0 1 0xfd 2 0 0 0 0 0 0 0 0 0 0 0 0 0 2"
-	local val=$(for i in $(seq 152); do printf '0xff '; done)
+	local val=$(for i in $(seq 168); do printf '0xff '; done)
 	bpftool map update pinned "$PIN/rehash_dests" key $key value $val || fail "bpftool dests"
 	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5203 -t 4 >/dev/null || fail iperf3
 	assert_eq "$(rh reuse_at_connect)" 0 "good hashes taken from a garbage list"
