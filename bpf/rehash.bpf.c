@@ -154,6 +154,8 @@ struct sk_state {
 	__u8 rto_held;		/* policy 2: SO_TXREHASH off for this RTO (rto_hold()) */
 	__u8 trial_eps;		/* policy 2: own episodes since the move on trial was decided */
 	__u32 next_hash;	/* reuse: the known-good txhash the pending rehash takes */
+	__u32 calm_given;	/* policy 2: the calm hash rto_calm() last gave this flow */
+	__u32 calm_bad;		/* ... one that then ended in an RTO: never again */
 	__u32 round_retrans;	/* total_retrans at the start of the round */
 	__u32 old_hash;		/* txhash before the last rehash: the revert target */
 	__u32 old_qdelay_us;	/* old path: srtt - min_rtt at the decision */
@@ -724,25 +726,27 @@ static __always_inline bool judge_move(struct bpf_sock_ops *skops, struct sk_sta
 
 /*
  * Policy 2: the txhash a flow of the pair last measured a density not
- * above DENS_FACTOR x the base on (calm), for a flow in RTO backoff. Such a
- * flow has no density (each RTO starts its count again), so nothing else
- * here decides about it; the kernel's random RTO rehash leads back onto a
- * path that drops its retransmissions once in N paths, and each miss
+ * above DENS_FACTOR x a known base on (calm), for a flow in RTO backoff.
+ * Such a flow has no density (each RTO starts its count again), so nothing
+ * else here decides about it; the kernel's random RTO rehash leads back
+ * onto a path that drops its retransmissions once in N paths, and each miss
  * doubles the wait (50%-loss path: flows 6-7 s of 8 delivering nothing,
- * never moved by policy 2; README "Which flows starve"). A hash found busy
- * or ending in an RTO stops being calm.
+ * never moved by policy 2; README "Which flows starve"). A hash found high
+ * or ending in an RTO stops being calm; an episode with no density says
+ * nothing either way. Each note is given to one flow (rto_calm()): a path
+ * that fails under many flows at once must not send them all onto one.
  */
 #define CALM_AGE_NS	2000000000ULL
 
 static __always_inline void calm_note(const struct bpf_sock_ops *skops,
-				      struct sp_rehash_dest *d, bool calm, __u64 now)
+				      struct sp_rehash_dest *d, bool calm, bool over, __u64 now)
 {
 	__u32 cur = skops->sk_txhash;
 
 	if (calm && cur) {
 		d->calm_hash = cur;
 		d->calm_ns = now;
-	} else if (d->calm_hash == cur) {
+	} else if (over && d->calm_hash == cur) {
 		d->calm_hash = 0;
 	}
 }
@@ -802,12 +806,15 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 		 * against what it found (floor): beside traffic from outside
 		 * it looks high wherever it goes, and each try costs. */
 		bool over, high;
+		bool known = base_known(d, now);
 
 		dens = density(skops, s);
 		over = dens && dens_high(d, dens, now);
 		high = over && dens / DENS_FACTOR > s->floor;
+		/* Against no base (a new pair, or one bpftool wrote) every
+		 * density is "not high": not calm either. */
 		if (c->policy == 2)
-			calm_note(skops, d, dens && !over, now);
+			calm_note(skops, d, dens && known && !over, over, now);
 
 		corr = episode_note(skops, s, d, now, &sib);
 		shared = c->policy == 1 ? corr : high;
@@ -1107,15 +1114,22 @@ static __always_inline void rto_calm(struct bpf_sock_ops *skops, struct sk_state
 	__u32 h;
 	__u64 t;
 
-	if (c->policy != 2 || !d || skops->args[0] < 1 || !cur)
+	/* args[2]: the connection is timing out, nothing to move. */
+	if (c->policy != 2 || !d || skops->args[0] < 1 || skops->args[2] || !cur)
 		return;
 	h = d->calm_hash;
 	t = d->calm_ns;
-	/* A time in the future (bpftool) is not recent. */
-	if (!h || h == cur || t > now || now - t > CALM_AGE_NS)
+	/* A time in the future (bpftool) is not recent. A hash that already
+	 * failed this flow may work for the sibling that found it calm (an
+	 * MTU black hole its small packets pass): the kernel's draw then. */
+	if (!h || h == cur || h == s->calm_bad || t > now || now - t > CALM_AGE_NS)
+		return;
+	/* One flow per note. */
+	if (__sync_val_compare_and_swap(&d->calm_hash, h, 0) != h)
 		return;
 	if (c->enforce && !rto_hold(skops, s))
 		return;
+	s->calm_given = h;
 	sp_count(&rehash_ctr, SP_RH_RTO_CALM, 1);
 	if (!c->enforce) {
 		sp_count(&rehash_ctr, SP_RH_DRY, 1);
@@ -1245,6 +1259,9 @@ int sp_rehash(struct bpf_sock_ops *skops)
 			if (d->calm_hash == cur)
 				d->calm_hash = 0;
 		}
+		/* The last calm hash given ended in an RTO. */
+		if (cur && cur == s->calm_given)
+			s->calm_bad = cur;
 		if (!rto_steer(skops, s, &c, now))
 			rto_calm(skops, s, &c, d, cur, now);
 		s->had_rto = 1;

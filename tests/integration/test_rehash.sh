@@ -655,7 +655,7 @@ t_rehash_explore_judged() {
 # Policy 2, a flow in RTO backoff: from its second RTO in a row it takes the
 # txhash a sibling last measured a density not high on (rto_calm()), not
 # the kernel's draw. A (port 5203) and B (5201), pinned by port to paths 1
-# and 0, lose 1 in 100 of their full-sized packets at R1: episodes enough
+# and 0, lose 1 in 100 of their packets over 1000 bytes at R1: episodes enough
 # for densities, alike (prob=0: no exploring). B runs 7 s; from 2.5 s to
 # 5.5 s R1 drops every packet of B whose flow label A has not used in the
 # last 3 s. With the kernel's RTO rehash alone (policy 0, txrehash=1) each
@@ -667,7 +667,7 @@ rh_mbps() { # per-second MB of the flow of an iperf3 -J (sender's view)
 	jq -c '[.intervals[].sum.bytes / 100000 | floor / 10]'
 }
 t_rehash_rto_to_calm() {
-	local pol_tx pol tx c0 a b mb
+	local pol_tx pol tx c0 a b mb calm rtos
 	rh_setup
 	rh_tables
 	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail iperf3
@@ -690,18 +690,24 @@ t_rehash_rto_to_calm() {
 		( sleep 2.5; ip netns exec "$NS_R1" nft add rule ip6 spcalm blk tcp dport 5201 ip6 flowlabel != @alabels drop
 		  sleep 3; ip netns exec "$NS_R1" nft flush chain ip6 spcalm blk ) &
 		BG_PIDS+=($!)
-		b=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 7 -J | rh_mbps)
+		in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 7 -J >"$TMP/b.json"
 		wait "${BG_PIDS[-1]}" "${BG_PIDS[-2]}" || fail "iperf3 A"
-		a=$(rh_mbps <"$TMP/a.json")
+		a=$(rh_mbps <"$TMP/a.json") b=$(rh_mbps <"$TMP/b.json")
 		mb=$(echo "$b" | jq '.[3] + .[4] | floor')
+		calm=$(( $(rh rto_to_calm) - c0 ))
+		# B's own RTOs (rehash_conns, by its data connection's port).
+		rtos=$(sp_json ".modules.rehash.connections[] | select(.dport == 5201 and
+			.sport == $(rh_data_port <"$TMP/b.json")) | .rtos")
 		echo "policy $pol, txrehash=$tx: MB per second A $a, B $b (blackout 2.5-5.5 s);" \
-			"$(( $(rh rto_to_calm) - c0 )) RTOs onto the calm hash"
+			"B had ${rtos:-?} RTOs, $calm onto the calm hash"
 		if [ "$pol" = 0 ]; then
-			assert_eq "$(( $(rh rto_to_calm) - c0 ))" 0 "RTOs onto the calm hash under policy 0"
+			assert_eq "$calm" 0 "RTOs onto the calm hash under policy 0"
 			assert_eq "$mb" 0 "MB B sent in seconds 3-4 with the kernel's RTO rehash"
 		else
-			assert_ge "$(( $(rh rto_to_calm) - c0 ))" 1 "RTOs onto the calm hash (txrehash=$tx)"
+			assert_ge "$calm" 1 "RTOs onto the calm hash (txrehash=$tx)"
 			assert_ge "$mb" 5 "MB B sent in seconds 3-4 (txrehash=$tx)"
+			# Not at B's first RTO: one RTO of B's took none.
+			assert_ge "$(( ${rtos:-0} - 1 ))" "$calm" "B's RTOs - 1 vs RTOs onto the calm hash"
 		fi
 	done
 }
