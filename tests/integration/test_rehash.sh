@@ -712,6 +712,50 @@ t_rehash_rto_to_calm() {
 	done
 }
 
+# A calm note written from outside (bpftool: the pair's value with a fresh
+# time and any hash, rewritten every 50 ms) costs a flow at most one RTO:
+# B alone, every packet of it dropped for 3.5 s (RTOs at about 0.2, 0.6,
+# 1.4 and 3 s in), takes the written hash at its second RTO and, after that
+# ended in an RTO too, never again (calm_bad): one RTO onto a calm hash,
+# not one at every later RTO whose hash is not the written one.
+rh_seed_calm() { # rh_seed_calm HASH SECS: a calm note for the pair, now, every 50 ms for SECS
+	python3 - "$PIN/rehash_dests" "$1" "$2" <<-'PY' || fail "seed a calm note"
+	import ipaddress, struct, subprocess, sys, time
+	key = struct.pack("<I", 10) + ipaddress.IPv6Address("fd01::1").packed + ipaddress.IPv6Address("fd02::2").packed
+	hx = lambda b: [f"{x:02x}" for x in b]
+	end = time.monotonic() + float(sys.argv[3])
+	while time.monotonic() < end:
+	    val = bytearray(168)
+	    struct.pack_into("<QI", val, 152, time.monotonic_ns(), int(sys.argv[2]))
+	    subprocess.run(["bpftool", "map", "update", "pinned", sys.argv[1], "key", "hex", *hx(key),
+	                    "value", "hex", *hx(val)], check=True)
+	    time.sleep(0.05)
+	PY
+}
+t_rehash_rto_calm_bpftool() {
+	local c0 rtos b
+	rh_setup
+	rh_tables
+	rh_pin 5201 0
+	ip netns exec "$NS_S" sysctl -qw net.core.txrehash=1
+	"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=1 rehash.policy=2 >/dev/null || fail set
+	ip netns exec "$NS_R1" nft add chain ip6 sp c_drop '{ type filter hook forward priority -1; }'
+	c0=$(rh rto_to_calm)
+	( sleep 1.5; ip netns exec "$NS_R1" nft add rule ip6 sp c_drop tcp dport 5201 drop
+	  rh_seed_calm 24301 3.5
+	  ip netns exec "$NS_R1" nft flush chain ip6 sp c_drop ) &
+	BG_PIDS+=($!)
+	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 10 -J >"$TMP/b.json"
+	wait "${BG_PIDS[-1]}" || fail "the blackout"
+	b=$(rh_mbps <"$TMP/b.json")
+	rtos=$(sp_json ".modules.rehash.connections[] | select(.dport == 5201 and
+		.sport == $(rh_data_port <"$TMP/b.json")) | .rtos")
+	echo "B: MB per second $b; ${rtos:-?} RTOs, $(( $(rh rto_to_calm) - c0 )) onto the written calm hash"
+	assert_ge "${rtos:-0}" 4 "B's RTOs in a 3.5 s blackout"
+	assert_eq "$(( $(rh rto_to_calm) - c0 ))" 1 "RTOs onto a calm hash written by bpftool"
+	assert_ge "$(echo "$b" | jq '.[9] | floor')" 5 "MB B sent in its last second"
+}
+
 # enforce=0 (run --dry-run): every decision is made and counted as with
 # enforce=1, but sk_txhash is never written: one flow label on the wire.
 # A value of 7 written by bpftool acts as 1.
