@@ -738,7 +738,7 @@ static __always_inline bool judge_move(struct bpf_sock_ops *skops, struct sk_sta
  */
 #define CALM_AGE_NS	2000000000ULL
 
-static __always_inline void calm_note(const struct bpf_sock_ops *skops,
+static __always_inline void calm_note(struct bpf_sock_ops *skops,
 				      struct sp_rehash_dest *d, bool calm, bool over, __u64 now)
 {
 	__u32 cur = skops->sk_txhash;
@@ -746,6 +746,7 @@ static __always_inline void calm_note(const struct bpf_sock_ops *skops,
 	if (calm && cur) {
 		d->calm_hash = cur;
 		d->calm_ns = now;
+		d->calm_cookie = bpf_get_socket_cookie(skops);
 	} else if (over && d->calm_hash == cur) {
 		d->calm_hash = 0;
 	}
@@ -1123,6 +1124,11 @@ static __always_inline void rto_calm(struct bpf_sock_ops *skops, struct sk_state
 	 * failed this flow may work for the sibling that found it calm (an
 	 * MTU black hole its small packets pass): the kernel's draw then. */
 	if (!h || h == cur || h == s->calm_bad || t > now || now - t > CALM_AGE_NS)
+		return;
+	/* A sibling's: the flow's own note is a hash it left, often by a
+	 * move policy 2 kept (t_rehash_policy_sibling_keeps_move: B back
+	 * beside A at its RTOs once in a make check). */
+	if (d->calm_cookie == bpf_get_socket_cookie(skops))
 		return;
 	/* One flow per note. */
 	if (__sync_val_compare_and_swap(&d->calm_hash, h, 0) != h)

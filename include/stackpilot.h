@@ -181,6 +181,7 @@ struct sp_rehash_dest {
 	__u64 calm_ns;		/* policy 2: when a flow last measured a density not high ... */
 	__u32 calm_hash;	/* ... on this txhash (0 = none) */
 	__u32 pad;
+	__u64 calm_cookie;	/* ... that flow's socket cookie */
 };
 
 struct sp_rehash_conn {

@@ -337,7 +337,7 @@ rh_seed_base() { # rh_seed_base EPISODES_PER_GIB [FILL]
 	python3 - "$PIN/rehash_dests" "$1" "${2:-0}" <<-'PY' || fail "seed the base"
 	import ipaddress, struct, subprocess, sys, time
 	key = struct.pack("<I", 10) + ipaddress.IPv6Address("fd01::1").packed + ipaddress.IPv6Address("fd02::2").packed
-	val = bytearray([int(sys.argv[3])] * 168)
+	val = bytearray([int(sys.argv[3])] * 176)
 	struct.pack_into("<QQ", val, 24, int(sys.argv[2]), time.monotonic_ns())
 	hx = lambda b: [f"{x:02x}" for x in b]
 	subprocess.run(["bpftool", "map", "update", "pinned", sys.argv[1], "key", "hex", *hx(key),
@@ -725,7 +725,7 @@ rh_seed_calm() { # rh_seed_calm HASH SECS: a calm note for the pair, now, every 
 	hx = lambda b: [f"{x:02x}" for x in b]
 	end = time.monotonic() + float(sys.argv[3])
 	while time.monotonic() < end:
-	    val = bytearray(168)
+	    val = bytearray(176)
 	    struct.pack_into("<QI", val, 152, time.monotonic_ns(), int(sys.argv[2]))
 	    subprocess.run(["bpftool", "map", "update", "pinned", sys.argv[1], "key", "hex", *hx(key),
 	                    "value", "hex", *hx(val)], check=True)
@@ -792,7 +792,7 @@ t_rehash_dests_bpftool_values() {
 	"$SP" set --pin-path "$PIN" rehash.policy=2 rehash.mode=1 rehash.reuse=1 >/dev/null || fail set
 	# key: AF_INET6, fd01::1, fd02::2
 	local key="10 0 0 0 0xfd 1 0 0 0 0 0 0 0 0 0 0 0 0 0 1 0xfd 2 0 0 0 0 0 0 0 0 0 0 0 0 0 2"
-	local val=$(for i in $(seq 168); do printf '0xff '; done)
+	local val=$(for i in $(seq 176); do printf '0xff '; done)
 	bpftool map update pinned "$PIN/rehash_dests" key $key value $val || fail "bpftool dests"
 	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5203 -t 4 >/dev/null || fail iperf3
 	assert_eq "$(rh reuse_at_connect)" 0 "good hashes taken from a garbage list"
