@@ -497,6 +497,22 @@ static __always_inline bool safe_now(const struct bpf_sock_ops *skops)
 }
 
 /* Write the pending decision (s->want) now (enforce=0: all but the write). */
+/*
+ * Write h as the socket's txhash (and the connection view's), or under
+ * enforce=0 only count the write skipped.
+ */
+static __always_inline void txhash_set(struct bpf_sock_ops *skops, const struct cfg *c,
+				       struct sp_rehash_conn *conn, __u32 h)
+{
+	if (!c->enforce) {
+		sp_count(&rehash_ctr, SP_RH_DRY, 1);
+		return;
+	}
+	skops->sk_txhash = h;
+	if (conn)
+		conn->txhash = h;
+}
+
 static __always_inline void apply(struct bpf_sock_ops *skops, struct sk_state *s,
 				  const struct cfg *cf, __u64 now)
 {
@@ -518,13 +534,7 @@ static __always_inline void apply(struct bpf_sock_ops *skops, struct sk_state *s
 		s->old_hash = cur;
 	}
 	s->judge = !revert && (s->old_dens || s->old_prate);
-	if (cf->enforce) {
-		skops->sk_txhash = h;
-		if (c)
-			c->txhash = h;
-	} else {
-		sp_count(&rehash_ctr, SP_RH_DRY, 1);
-	}
+	txhash_set(skops, cf, c, h);
 	s->want = 0;
 	s->next_hash = 0;
 	s->corr_hit = 0;
@@ -1065,9 +1075,8 @@ static __always_inline bool rto_hold(struct bpf_sock_ops *skops, struct sk_state
  * would otherwise stay there (no episode on it ever ends the trial).
  */
 static __always_inline bool rto_steer(struct bpf_sock_ops *skops, struct sk_state *s,
-				      const struct cfg *c, __u64 now)
+				      const struct cfg *c, struct sp_rehash_conn *conn, __u64 now)
 {
-	struct sp_rehash_conn *conn;
 	__u32 cur = skops->sk_txhash, h = s->old_hash;
 	bool pending = s->want == WANT_REVERT, trial;
 
@@ -1087,16 +1096,9 @@ static __always_inline bool rto_steer(struct bpf_sock_ops *skops, struct sk_stat
 		futile(skops, s, now);
 	sp_count(&rehash_ctr, SP_RH_REVERT_DONE, 1);
 	sp_count(&rehash_ctr, SP_RH_RTO_STEER, 1);
-	conn = conn_get(skops);
 	if (conn)
 		__sync_fetch_and_add(&conn->reverts, 1);
-	if (!c->enforce) {
-		sp_count(&rehash_ctr, SP_RH_DRY, 1);
-		return true;
-	}
-	skops->sk_txhash = h;
-	if (conn)
-		conn->txhash = h;
+	txhash_set(skops, c, conn, h);
 	return true;
 }
 
@@ -1108,10 +1110,9 @@ static __always_inline bool rto_steer(struct bpf_sock_ops *skops, struct sk_stat
  * path adds to its queue.
  */
 static __always_inline void rto_calm(struct bpf_sock_ops *skops, struct sk_state *s,
-				     const struct cfg *c, struct sp_rehash_dest *d, __u32 cur,
-				     __u64 now)
+				     const struct cfg *c, struct sp_rehash_dest *d,
+				     struct sp_rehash_conn *conn, __u32 cur, __u64 now)
 {
-	struct sp_rehash_conn *conn;
 	__u32 h;
 	__u64 t;
 
@@ -1137,14 +1138,7 @@ static __always_inline void rto_calm(struct bpf_sock_ops *skops, struct sk_state
 		return;
 	s->calm_given = h;
 	sp_count(&rehash_ctr, SP_RH_RTO_CALM, 1);
-	if (!c->enforce) {
-		sp_count(&rehash_ctr, SP_RH_DRY, 1);
-		return;
-	}
-	skops->sk_txhash = h;
-	conn = conn_get(skops);
-	if (conn)
-		conn->txhash = h;
+	txhash_set(skops, c, conn, h);
 }
 
 /* The RTO is handled: the kernel's own RTO rehash is on again. Kept held
@@ -1167,10 +1161,7 @@ static __always_inline void start_on_good(struct bpf_sock_ops *skops, const stru
 	if (!d || !(h = good_pick(d, now, 0, 0)))
 		return;
 	sp_count(&rehash_ctr, SP_RH_REUSE_EST, 1);
-	if (c->enforce)
-		skops->sk_txhash = h;
-	else
-		sp_count(&rehash_ctr, SP_RH_DRY, 1);
+	txhash_set(skops, c, NULL, h);
 }
 
 /* Reuse: a closing connection leaves its hash to the next ones if it found
@@ -1268,8 +1259,11 @@ int sp_rehash(struct bpf_sock_ops *skops)
 		/* The last calm hash given ended in an RTO. */
 		if (cur && cur == s->calm_given)
 			s->calm_bad = cur;
-		if (!rto_steer(skops, s, &c, now))
-			rto_calm(skops, s, &c, d, cur, now);
+		/* One lookup for the connection view: the RTO count below,
+		 * and the revert or calm move's txhash. */
+		conn = conn_get(skops);
+		if (!rto_steer(skops, s, &c, conn, now))
+			rto_calm(skops, s, &c, d, conn, cur, now);
 		s->had_rto = 1;
 		/* The kernel moves the flow itself now: what was pending or being
 		 * measured refers to a path it is leaving. */
@@ -1286,7 +1280,6 @@ int sp_rehash(struct bpf_sock_ops *skops)
 		s->old_prate = 0;
 		s->pause_until_ns = now + c.pause_ns;
 		mark_path(skops, s, now);
-		conn = conn_get(skops);
 		if (conn)
 			__sync_fetch_and_add(&conn->rtos, 1);
 	}

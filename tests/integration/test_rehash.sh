@@ -666,6 +666,10 @@ t_rehash_explore_judged() {
 rh_mbps() { # per-second MB of the flow of an iperf3 -J (sender's view)
 	jq -c '[.intervals[].sum.bytes / 100000 | floor / 10]'
 }
+rh_conn_rtos() { # RTOs of the data connection of iperf3 -J output FILE to port 5201 (rehash_conns)
+	sp_json ".modules.rehash.connections[] | select(.dport == 5201 and
+		.sport == $(rh_data_port <"$1")) | .rtos"
+}
 t_rehash_rto_to_calm() {
 	local pol_tx pol tx c0 a b mb calm rtos
 	rh_setup
@@ -695,9 +699,7 @@ t_rehash_rto_to_calm() {
 		a=$(rh_mbps <"$TMP/a.json") b=$(rh_mbps <"$TMP/b.json")
 		mb=$(echo "$b" | jq '.[3] + .[4] | floor')
 		calm=$(( $(rh rto_to_calm) - c0 ))
-		# B's own RTOs (rehash_conns, by its data connection's port).
-		rtos=$(sp_json ".modules.rehash.connections[] | select(.dport == 5201 and
-			.sport == $(rh_data_port <"$TMP/b.json")) | .rtos")
+		rtos=$(rh_conn_rtos "$TMP/b.json")
 		echo "policy $pol, txrehash=$tx: MB per second A $a, B $b (blackout 2.5-5.5 s);" \
 			"B had ${rtos:-?} RTOs, $calm onto the calm hash"
 		if [ "$pol" = 0 ]; then
@@ -748,8 +750,7 @@ t_rehash_rto_calm_bpftool() {
 	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 10 -J >"$TMP/b.json"
 	wait "${BG_PIDS[-1]}" || fail "the blackout"
 	b=$(rh_mbps <"$TMP/b.json")
-	rtos=$(sp_json ".modules.rehash.connections[] | select(.dport == 5201 and
-		.sport == $(rh_data_port <"$TMP/b.json")) | .rtos")
+	rtos=$(rh_conn_rtos "$TMP/b.json")
 	echo "B: MB per second $b; ${rtos:-?} RTOs, $(( $(rh rto_to_calm) - c0 )) onto the written calm hash"
 	assert_ge "${rtos:-0}" 4 "B's RTOs in a 3.5 s blackout"
 	assert_eq "$(( $(rh rto_to_calm) - c0 ))" 1 "RTOs onto a calm hash written by bpftool"
