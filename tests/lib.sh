@@ -51,6 +51,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 
+# The bpffs systemd mounts at boot, for a test that runs with no loader to
+# mount it (or with the unit's capabilities: no CAP_SYS_ADMIN to mount
+# it). A bare host, a fresh CI machine, has none. cleanup() unmounts it.
+host_bpffs() {
+	[ "$(stat -f -c %T /sys/fs/bpf 2>/dev/null)" = bpf_fs ] ||
+		mount -t bpf -o mode=0700 bpf /sys/fs/bpf || fail "mount bpffs at /sys/fs/bpf"
+}
+
 # A namespace of this test, removed by cleanup(), with lo up.
 mk_netns() {
 	ip netns add "$1" || fail "ip netns add $1"

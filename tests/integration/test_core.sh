@@ -366,6 +366,7 @@ t_status_json_missing_pins() {
 # A meta map made by someone else: a cgroup string without its NUL is read
 # within its 256 bytes; a value of another size is refused, not copied.
 t_status_hostile_meta() {
+	host_bpffs
 	mkdir "$PIN" || fail "mkdir $PIN"
 	# struct sp_meta: 384 bytes up to the end of cgroup, then flags, pad,
 	# state_file (256), the loop delays (16).

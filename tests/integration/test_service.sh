@@ -198,7 +198,7 @@ cap_run() {
 # CAP_SYS_ADMIN adds only BPF run-time stats.
 t_service_capabilities() {
 	source "$ROOT/tests/lib_pmtu.sh"
-	pmtu_topo 1400; make_cgroup
+	pmtu_topo 1400; make_cgroup; host_bpffs
 	SP_NS=
 	local caps=$(unit_caps) c rc
 	assert_eq "$caps" "+bpf,+perfmon,+net_admin,+net_raw" "unit's bounding set"
@@ -309,7 +309,7 @@ t_readme_install() {
 		sed '1,2d;$d' | sed 's/ *#.*//' >"$TMP/cmds"
 	n=$(wc -l <"$TMP/cmds")
 	[ "$n" -ge 1 ] && [ "$n" -le 5 ] || fail "README install section has $n commands"
-	make_cgroup
+	make_cgroup; host_bpffs
 	while read -r line; do
 		echo "README: $line"
 		case $line in
