@@ -427,8 +427,13 @@ rh_first_label_reset() {
 # slow start's); then policy 2 with prob=100, whose exploration (prob / 10
 # of episodes) moves B within about a second. Where B is: R1's packet
 # counts to port 5201 per path, after GRO (a few hundred a second).
+# One try now fails about 1 in 7 (2 of 14 here; 2 of the last 4
+# fresh-clone make checks had one): every move of B reverted (6-8 futile,
+# none kept by B's judgement), or B's keep came after 6 s. So the test has
+# 2 tries. Without the siblings' half (5 of 6 single tries failed) 2 tries
+# would still fail about 7 times in 10 ((5/6)^2, computed, not measured).
+# The counters printed are since the start, both tries.
 t_rehash_policy_sibling_keeps_move() {
-	local p0 p1 q0 q1 pa pb px
 	rh_setup
 	rh_tables
 	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail iperf3
@@ -439,6 +444,13 @@ t_rehash_policy_sibling_keeps_move() {
 	ip -n "$NS_R1" -6 rule add fwmark 0x22 table 101 pref 851 || fail "mark rule"
 	rh_pin 5203 1
 	ecmp_cross_pin 5202
+	# A try's fail() ends its subshell only.
+	( fail() { echo "try 1: $*" >&2; exit 1; }; sibling_keeps_try ) && return 0
+	rh_first_label_reset
+	sibling_keeps_try
+}
+sibling_keeps_try() {
+	local p0 p1 q0 q1 pa pb px
 	"$SP" set --pin-path "$PIN" rehash.policy=0 rehash.prob=0 rehash.reuse=1 rehash.mode=1 >/dev/null ||
 		fail set
 	ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5202 -t 14 -P 3 -J >"$TMP/x.json" &
@@ -465,7 +477,8 @@ t_rehash_policy_sibling_keeps_move() {
 	wait "$px" || fail "iperf3 outside"
 	echo "B's packets on path 1 / path 0: $p1 / $p0 at 6 s," \
 		"$q1 / $q0 3 s later; $(rh_decided) rehashes, $(rh kept_by_siblings) kept by the siblings'" \
-		"rate, $(rh futile_moves) futile ($(rh rto_steered) at an RTO), $(rh memory_reverted) reverted;" \
+		"rate, $(rh futile_moves) futile ($(rh rto_steered) at an RTO), $(rh memory_reverted) reverted," \
+		"$(rh rto_to_calm) RTOs onto a calm hash, $(sp_json "[.modules.rehash.connections[] | select(.dport == 5201) | .rtos] | add") RTOs to 5201;" \
 		"outside flows $(( $(jq '.end.sum_received.bytes' "$TMP/x.json") / 1000000 )) MB"
 	assert_ge "$(jq '.end.sum_received.bytes' "$TMP/x.json")" 40000000 "bytes of the outside flows on path 0"
 	assert_ge "$((q0 - p0))" 100 "B's packets on path 0, the last 3 s"
