@@ -72,7 +72,7 @@ FORCE:
 .SECONDARY: $(BPF_OBJS) $(SKELS)
 
 .PHONY: all deps check test bench run clean man install uninstall FORCE
-all: $(OUTPUT)/stackpilot $(OUTPUT)/test_unit $(OUTPUT)/test_fragguard $(OUTPUT)/tcptool $(OUTPUT)/fragflood $(OUTPUT)/fragdiff $(OUTPUT)/fgcost
+all: $(OUTPUT)/stackpilot $(OUTPUT)/test_unit $(OUTPUT)/test_fragguard $(OUTPUT)/tcptool $(OUTPUT)/fragflood $(OUTPUT)/fragdiff $(OUTPUT)/fgcost $(OUTPUT)/rhfloor
 
 deps:
 	$(Q)scripts/install-deps.sh
@@ -108,7 +108,9 @@ $(OUTPUT)/fragdiff: tests/tools/fragdiff.c tests/tools/csum.h include/stackpilot
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $< $(LIBBPF_LIBS) -lm -o $@
 
-$(OUTPUT)/fgcost: tests/tools/fgcost.c tests/tools/csum.h | $(OUTPUT)
+# The tools that load BPF themselves (an empty program beside the one measured).
+$(OUTPUT)/fgcost: tests/tools/csum.h
+$(OUTPUT)/fgcost $(OUTPUT)/rhfloor: $(OUTPUT)/%: tests/tools/%.c | $(OUTPUT)
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $< $(LIBBPF_LIBS) -o $@
 

@@ -18,7 +18,7 @@ out=results/bench-$(date +%Y%m%d-%H%M%S).md
 # cannot change (or break) what is being measured.
 export SP_BUILD=$(mktemp -d /tmp/sp-bench-build.XXXX)
 trap 'rm -rf "$SP_BUILD"' EXIT
-cp build/stackpilot build/tcptool build/fragflood build/fragdiff build/fgcost "$SP_BUILD"/
+cp build/stackpilot build/tcptool build/fragflood build/fragdiff build/fgcost build/rhfloor "$SP_BUILD"/
 rc=0
 for b in tests/bench/bench_*.sh; do
 	echo "$b" | grep -q -- "${1:-.}" || continue
