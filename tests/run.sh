@@ -2,13 +2,25 @@
 # SPDX-License-Identifier: GPL-2.0
 # The test runner: unit tests, then every t_* function of tests/integration/*.sh,
 # each in its own bash with its own namespaces, cgroup and pins.
-# Ends with "N passed, N failed"; exits non-zero on any failure.
-# Usage: tests/run.sh [PATTERN]   (run only tests whose name matches PATTERN)
+# A test that cannot run here (a kernel without the feature it is about)
+# exits 77 through skip(): "SKIP name: why", counted apart.
+# Ends with "N passed, N failed, N skipped"; exits non-zero on any failure.
+# Usage: tests/run.sh [PATTERN ...]   (run only tests whose name matches a PATTERN)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-pattern=${1:-.}
-pass=0 failn=0 failed=()
+[ $# = 0 ] && set -- .
+patterns=("$@")
+pass=0 failn=0 skipn=0 failed=()
+# Whether NAME matches one of the patterns.
+wanted() {
+	local p
+	for p in "${patterns[@]}"; do echo "$1" | grep -q -- "$p" && return 0; done
+	return 1
+}
+# The whole suite: what no test may leave behind is checked at the end.
+all=0
+[ "${patterns[*]}" = . ] && all=1
 
 if [ "$(id -u)" != 0 ]; then
 	echo "tests/run.sh: the integration tests need root" >&2
@@ -28,13 +40,15 @@ missing=$(mktemp /tmp/sp-run-missing.XXXX)
 trap 'rm -f "$missing"' EXIT
 
 # Unit tests (loader parsing; BPF programs on crafted packets) print
-# "PASS name" / "FAIL name: why"; a non-zero exit counts as one more failure.
+# "PASS name" / "FAIL name: why" / "SKIP name: why"; a non-zero exit counts
+# as one more failure.
 for bin in build/test_unit build/test_fragguard; do
-	echo "$bin" | grep -q -- "$pattern" || [ "$pattern" = . ] || continue
+	wanted "$bin" || [ $all = 1 ] || continue
 	while read -r word name rest; do
 		case $word in
 		PASS) pass=$((pass + 1)); echo "PASS unit/$name" ;;
 		FAIL) name=${name%:}; failn=$((failn + 1)); failed+=("unit/$name"); echo "FAIL unit/$name: $rest" ;;
+		SKIP) name=${name%:}; skipn=$((skipn + 1)); echo "SKIP unit/$name: $rest" ;;
 		END) [ "$name" = 0 ] || { failn=$((failn + 1)); failed+=("$bin"); echo "FAIL $bin: exit status $name"; } ;;
 		esac
 	done < <(timeout 120 "$bin" 2>&1; echo "END $?")
@@ -43,7 +57,7 @@ done
 for f in tests/integration/test_*.sh; do
 	for t in $(grep -o '^t_[a-z0-9_]*' "$f"); do
 		name=$(basename "$f" .sh)/$t
-		echo "$name" | grep -q -- "$pattern" || continue
+		wanted "$name" || continue
 		start=$(date +%s.%N)
 		# A test has no set -e: a call to a function or tool that does not
 		# exist would go on and could pass. The handler (exported to the
@@ -66,6 +80,9 @@ for f in tests/integration/test_*.sh; do
 		secs=$(echo "$(date +%s.%N) - $start" | bc 2>/dev/null || echo "?")
 		if [ $rc = 0 ]; then
 			pass=$((pass + 1)); printf 'PASS %s (%.1fs)\n' "$name" "$secs"
+		elif [ $rc = 77 ]; then
+			skipn=$((skipn + 1))
+			printf 'SKIP %s: %s\n' "$name" "$(echo "$out" | sed -n 's/^SKIP: //p' | tail -1)"
 		else
 			failn=$((failn + 1)); failed+=("$name")
 			printf 'FAIL %s (rc %d)\n' "$name" $rc
@@ -75,13 +92,15 @@ for f in tests/integration/test_*.sh; do
 done
 
 after=$(leftovers)
-if [ "$pattern" = . ] && [ "$after" != "$before" ]; then
-	failn=$((failn + 1)); failed+=("harness/no_leftovers")
-	echo "FAIL harness/no_leftovers:"; diff <(echo "$before") <(echo "$after") | sed 's/^/    /'
-elif [ "$pattern" = . ]; then
-	pass=$((pass + 1)); echo "PASS harness/no_leftovers"
+if [ $all = 1 ] || [ -n "${SP_LEFTOVERS:-}" ]; then
+	if [ "$after" != "$before" ]; then
+		failn=$((failn + 1)); failed+=("harness/no_leftovers")
+		echo "FAIL harness/no_leftovers:"; diff <(echo "$before") <(echo "$after") | sed 's/^/    /'
+	else
+		pass=$((pass + 1)); echo "PASS harness/no_leftovers"
+	fi
 fi
 
 for n in "${failed[@]}"; do echo "failed: $n"; done
-echo "$pass passed, $failn failed"
+echo "$pass passed, $failn failed, $skipn skipped"
 [ "$failn" = 0 ]
