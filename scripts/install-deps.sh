@@ -1,10 +1,12 @@
 #!/bin/sh
 # Installs the Debian packages stackpilot builds, runs and tests with, when
-# any is missing. Non-interactive; Debian's archive is the only source.
+# any is missing. Non-interactive; Debian's archive is the only source (the
+# kernel matrix fetches Debian's kernel packages itself: tests/vm/fetch.sh).
 set -e
 pkgs="make clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libmnl-dev libmicrohttpd-dev pkg-config gcc
       iproute2 iperf3 nftables iptables iputils-ping procps kmod bc jq util-linux
-      python3-docutils groff-base systemd gnuplot-nox curl python3"
+      python3-docutils groff-base systemd gnuplot-nox curl python3
+      qemu-system-x86 busybox-static cpio xz-utils zstd"
 # Only the metrics tests use these (promtool, node_exporter): tried, but a
 # machine without them still builds; tests/integration/test_metrics.sh skips.
 optional="prometheus prometheus-node-exporter"
