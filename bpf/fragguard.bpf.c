@@ -40,6 +40,7 @@
  *    a datagram: what the kernel already queued is never cut short.
  */
 #include "common.bpf.h"
+#include "netns.bpf.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 
@@ -79,7 +80,8 @@ char LICENSE[] SEC("license") = "GPL";
 /* Keeps the compiler from dropping an index mask the verifier needs. */
 #define word_idx(w)	({ __u32 __w = (w); asm volatile("" : "+r"(__w)); __w & (WORDS - 1); })
 
-extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+/* The namespace of the --iface devices (sp_netns_id()), set before load. */
+const volatile __u64 fg_netns = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -1125,7 +1127,6 @@ int sp_fragguard(struct __sk_buff *skb)
 	struct sp_fg_global *g;
 	struct sp_fg_peer *p;
 	bool known;
-	struct sk_buff *kskb;
 	struct dgram *d;
 	struct frag f;
 	struct cfg c;
@@ -1141,14 +1142,22 @@ int sp_fragguard(struct __sk_buff *skb)
 		sp_count(&fragguard_ctr, SP_FG_MALFORMED, 1);
 		return TC_PASS;
 	}
-	read_cfg(&c);
 	now = bpf_ktime_get_ns();
 	fam = f.key.family == 2 ? 0 : 1;
-	kskb = bpf_cast_to_kern_ctx(skb);
-	truesize = kskb->truesize;
+	g = global(fam);
+	/* The loader is gone (a killed run's clsact filter): judge nothing. */
+	if (g && g->updated_ns && now - g->updated_ns > SP_FG_STALE_NS) {
+		sp_count(&fragguard_ctr, SP_FG_ORPHANED, 1);
+		return TC_PASS;
+	}
+	read_cfg(&c);
+	/* What the kernel will charge for this fragment. A tc program's ctx is
+	 * the sk_buff itself: read from it (bpf_cast_to_kern_ctx would be 6.2+). */
+	if (bpf_probe_read_kernel(&truesize, sizeof(truesize),
+				  (void *)skb + bpf_core_field_offset(struct sk_buff, truesize)))
+		truesize = skb->len;
 	qsize = fam ? bpf_core_type_size(struct frag_queue) : bpf_core_type_size(struct ipq);
 
-	g = global(fam);
 	d = bpf_map_lookup_elem(&fragguard_dgram, &f.key);
 	if (d && now - d->first_ns > expired_after(g)) {
 		/* The kernel has expired it; this fragment starts a new queue. */
@@ -1286,7 +1295,7 @@ int BPF_PROG(sp_fragguard_drops, struct sk_buff *skb, void *location, enum skb_d
 	if (idx == SP_FG_K_DUP) {
 		struct net_device *dev = BPF_CORE_READ(skb, dev);
 
-		if (dev && BPF_CORE_READ(dev, nd_net.net, net_cookie) == *netns)
+		if (dev && sp_net_id(BPF_CORE_READ(dev, nd_net.net)) == *netns)
 			sp_count(&fragguard_ctr, idx, 1);
 		return 0;
 	}
@@ -1307,5 +1316,59 @@ int BPF_PROG(sp_fragguard_drops, struct sk_buff *skb, void *location, enum skb_d
 	}
 	else
 		reinit(d, &k);
+	return 0;
+}
+
+/*
+ * Kernels without the reassembly drop reasons (before 6.2) that allow
+ * fentry (6.1): the kernel's own expiry of a queue, exactly when its timer
+ * fires, in place of the sweep's timeout + 1/8.
+ */
+static __always_inline void kernel_expired(struct timer_list *t, int fam)
+{
+	void *q = (void *)t - bpf_core_field_offset(struct inet_frag_queue, timer);
+	struct inet_frag_queue *fq = q;
+	struct dgram_key k = {};
+	struct dgram *d;
+	__u64 now;
+
+	if (BPF_CORE_READ(fq, flags) & 4 /* INET_FRAG_COMPLETE: nothing left to expire */)
+		return;
+	if (sp_net_id(BPF_CORE_READ(fq, fqdir, net)) != fg_netns)
+		return;
+	if (fam == 0) {
+		k.family = 2;
+		k.id = BPF_CORE_READ(fq, key.v4.id);
+		k.proto = BPF_CORE_READ(fq, key.v4.protocol);
+		k.saddr[0] = BPF_CORE_READ(fq, key.v4.saddr);
+		k.daddr[0] = BPF_CORE_READ(fq, key.v4.daddr);
+	} else {
+		k.family = 10;
+		k.id = BPF_CORE_READ(fq, key.v6.id);
+		k.iif = BPF_CORE_READ(fq, key.v6.iif);
+		BPF_CORE_READ_INTO(&k.saddr, fq, key.v6.saddr);
+		BPF_CORE_READ_INTO(&k.daddr, fq, key.v6.daddr);
+	}
+	d = bpf_map_lookup_elem(&fragguard_dgram, &k);
+	if (!d)
+		return;
+	sp_count(&fragguard_ctr, SP_FG_K_TIMEOUT, 1);
+	now = bpf_ktime_get_ns();
+	/* As in sp_fragguard_drops: a younger entry is a later datagram. */
+	if (now - d->first_ns >= time_of(global(fam)))
+		release(d, &k, fam, V_EXPIRED, NULL, now, NULL);
+}
+
+SEC("fentry/ip_expire")
+int BPF_PROG(sp_fragguard_expire4, struct timer_list *t)
+{
+	kernel_expired(t, 0);
+	return 0;
+}
+
+SEC("fentry/ip6_frag_expire")
+int BPF_PROG(sp_fragguard_expire6, struct timer_list *t)
+{
+	kernel_expired(t, 1);
 	return 0;
 }

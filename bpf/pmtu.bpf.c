@@ -20,8 +20,19 @@
  *                  to pass: a black hole suspect. Tell the loader, which
  *                  searches the path with DF probes that cost no connection
  *                  anything (src/pmtu_search.c).
+ *
+ * Where the kernel allows fentry (src/probe.c), three fexit programs also
+ * learn from the kernel's own path-MTU discoveries on this cgroup's
+ * connections: an ICMP "fragmentation needed" / "packet too big" that
+ * lowered a connection's MTU (tcp_v4/v6_mtu_reduced), and the kernel's own
+ * MTU probing (tcp_mtu_probing) raising search_low, which a probe of that
+ * size being acknowledged is (tcp_sync_mss). Later connections then start
+ * right even when stackpilot never probed the path. The loader leaves them
+ * out elsewhere, and the sockops program does all of the above alone.
  */
 #include "common.bpf.h"
+#include "netns.bpf.h"
+#include <bpf/bpf_tracing.h>
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -71,6 +82,7 @@ struct ask_bucket {
 
 struct sk_state {
 	__u64 acked_at_rto;	/* bytes_acked at the last RTO */
+	__u32 klow;		/* fexit: the kernel's search_low when last seen (0: not yet) */
 	__u8 learned;
 	__u8 suspected;
 	__u8 passive;
@@ -123,26 +135,20 @@ static __always_inline bool ask_token(const struct cfg *c, __u64 now)
 }
 
 /*
- * The key of the connection's destination, and its full address in full.
- * An IPv4-mapped IPv6 socket (a dual-stack listener's IPv4 client) is IPv4
- * on the wire: it gets the IPv4 key, header size and probes. Returns 1 for
- * a loopback or IPv6 link-local destination: nothing to search there.
+ * The key of a destination, and its full address in full. An IPv4-mapped
+ * IPv6 socket (a dual-stack listener's IPv4 client) is IPv4 on the wire: it
+ * gets the IPv4 key, header size and probes. Returns 1 for a loopback or
+ * IPv6 link-local destination: nothing to search there.
  */
-static __always_inline int make_key(struct bpf_sock_ops *skops, const struct cfg *c,
-				    struct sp_pmtu_key *k, __u32 *full)
+static __always_inline int key_of(const struct cfg *c, __u64 netns, __u32 family, __u32 ip4,
+				  __u32 a0, __u32 a1, __u32 a2, __u32 a3,
+				  struct sp_pmtu_key *k, __u32 *full)
 {
 	__u32 bits;
 	int local;
 
 	__builtin_memset(k, 0, sizeof(*k));
-	k->netns = bpf_get_netns_cookie(skops);
-	/* Load every field, then choose: the verifier refuses ctx loads through a
-	 * pointer, which is what clang makes of "family ? ip4 : ip6[0]". */
-	__u32 family = skops->family, ip4 = skops->remote_ip4, a0 = skops->remote_ip6[0],
-	      a1 = skops->remote_ip6[1], a2 = skops->remote_ip6[2], a3 = skops->remote_ip6[3];
-
-	barrier_var(ip4);
-	barrier_var(a0);
+	k->netns = netns;
 	if (family != AF_INET && !a0 && !a1 && a2 == bpf_htonl(0xffff)) {
 		family = AF_INET;
 		ip4 = a3;
@@ -167,6 +173,34 @@ static __always_inline int make_key(struct bpf_sock_ops *skops, const struct cfg
 		bits -= b;
 	}
 	return local;
+}
+
+/* The namespace of a sockops socket, named as the loader names it. */
+static __always_inline __u64 skops_netns(struct bpf_sock_ops *skops)
+{
+	struct bpf_sock *bsk;
+	struct tcp_sock *tp;
+
+	if (!sp_netns_by_ino)
+		return bpf_get_netns_cookie(skops);
+	bsk = skops->sk;
+	if (!bsk || !(tp = bpf_skc_to_tcp_sock(bsk)))
+		return 0;
+	return sp_net_id(tp->inet_conn.icsk_inet.sk.__sk_common.skc_net.net);
+}
+
+/* The key of the connection's destination (see key_of). */
+static __always_inline int make_key(struct bpf_sock_ops *skops, const struct cfg *c,
+				    struct sp_pmtu_key *k, __u32 *full)
+{
+	/* Load every field, then choose: the verifier refuses ctx loads through a
+	 * pointer, which is what clang makes of "family ? ip4 : ip6[0]". */
+	__u32 family = skops->family, ip4 = skops->remote_ip4, a0 = skops->remote_ip6[0],
+	      a1 = skops->remote_ip6[1], a2 = skops->remote_ip6[2], a3 = skops->remote_ip6[3];
+
+	barrier_var(ip4);
+	barrier_var(a0);
+	return key_of(c, skops_netns(skops), family, ip4, a0, a1, a2, a3, k, full);
 }
 
 /*
@@ -329,6 +363,7 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 
 static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *s)
 {
+	struct sp_pmtu_key k;
 	struct sp_pmtu_event *ev;
 	struct sp_pmtu_entry *e;
 	struct cfg c;
@@ -347,9 +382,11 @@ static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *
 		return;
 	}
 	read_cfg(&c);
-	make_key(skops, &c, &ev->key, ev->dst);
-	mtu = conn_mtu(skops, ev->key.family, false);
-	e = bpf_map_lookup_elem(&pmtu_dsts, &ev->key);
+	make_key(skops, &c, &k, ev->dst);
+	ev->key = k;
+	mtu = conn_mtu(skops, k.family, false);
+	/* The key from the stack: 6.1's verifier takes no ring buffer record as a map key. */
+	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
 	/* Known to pass: congestion, not MTU, unless it is the third RTO in a
 	 * row of a connection at low (our clamp): what passed may not any more
 	 * (at most once per RECHECK). Below low by threshold or more, the
@@ -387,8 +424,14 @@ int sp_pmtu(struct bpf_sock_ops *skops)
 		on_connect(skops, true);
 		/* fall through */
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
-		if (bsk && (s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE)))
+		if (bsk && (s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE))) {
+			struct tcp_sock *tp = bpf_skc_to_tcp_sock(bsk);
+
 			s->passive = skops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB;
+			/* Where the kernel's own probing starts (fexit/tcp_sync_mss). */
+			if (tp)
+				s->klow = tp->inet_conn.icsk_mtup.search_low;
+		}
 		sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG | BPF_SOCK_OPS_RTT_CB_FLAG);
 		return 1;
 	case BPF_SOCK_OPS_RTT_CB:
@@ -404,4 +447,120 @@ int sp_pmtu(struct bpf_sock_ops *skops)
 	else
 		on_rto(skops, s);
 	return 1;
+}
+
+/* ---- fentry kernels: the kernel's own discoveries (see the top) --------- */
+
+/*
+ * What the kernel found for this cgroup's connection sk (it has pmtu_sk
+ * storage: the sockops program made it at establishment; other sockets of
+ * the host are none of this instance's business): mtu passes (method
+ * SP_PM_M_KERNEL) or is what a router said fits (SP_PM_M_ICMP, and then
+ * mtu + 1 fails). Learned as a connection's proof is (on_rtt), but an ICMP
+ * also lowers what was known.
+ */
+static __always_inline void learn_kernel(struct sock *sk, __u32 mtu, __u32 method)
+{
+	struct sp_pmtu_entry *e, fresh = {};
+	struct sp_pmtu_key k;
+	struct cfg c;
+	__u32 full[4], family;
+	__u64 now;
+
+	read_cfg(&c);
+	family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (key_of(&c, sp_net_id(BPF_CORE_READ(sk, __sk_common.skc_net.net)), family,
+		   BPF_CORE_READ(sk, __sk_common.skc_daddr),
+		   BPF_CORE_READ(sk, __sk_common.skc_v6_daddr.in6_u.u6_addr32[0]),
+		   BPF_CORE_READ(sk, __sk_common.skc_v6_daddr.in6_u.u6_addr32[1]),
+		   BPF_CORE_READ(sk, __sk_common.skc_v6_daddr.in6_u.u6_addr32[2]),
+		   BPF_CORE_READ(sk, __sk_common.skc_v6_daddr.in6_u.u6_addr32[3]), &k, full))
+		return;
+	/* The floors on_connect clamps to: below them nothing is learned. */
+	if (mtu < (k.family == AF_INET ? 576 : 1280) || mtu > 65535)
+		return;
+	now = bpf_ktime_get_ns();
+	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
+	if (!e) {
+		fresh.low = mtu;
+		fresh.high = method == SP_PM_M_ICMP ? mtu + 1 : 0;
+		fresh.method = method;
+		fresh.updated_ns = now;
+		if (!bpf_map_update_elem(&pmtu_dsts, &k, &fresh, BPF_NOEXIST))
+			sp_count(&pmtu_ctr, SP_PM_KERNEL, 1);
+		return;
+	}
+	if (method == SP_PM_M_ICMP) {
+		/* What was known to pass does not any more: the path shrank. */
+		if (e->low && e->low <= mtu && e->high == mtu + 1)
+			return;
+		if (e->low > mtu || !e->low)
+			e->low = mtu;
+		if (!e->high || e->high > mtu + 1)
+			e->high = mtu + 1;
+	} else {
+		if (mtu <= e->low)
+			return;
+		e->low = mtu;
+		if (e->high && e->high <= mtu)
+			e->high = 0;
+	}
+	if (e->state == SP_PM_S_ASKED)
+		e->state = SP_PM_S_LEARNED;
+	e->method = method;
+	e->updated_ns = now;
+	sp_count(&pmtu_ctr, SP_PM_KERNEL, 1);
+}
+
+/* After an ICMP: the connection's MTU is what the kernel now uses, if the
+ * message bounded it (mtu_info: what it said, already checked by the kernel). */
+static __always_inline void icmp_reduced(struct sock *sk)
+{
+	struct inet_connection_sock *icsk = (void *)sk;
+	__u32 cookie, said;
+
+	if (!bpf_sk_storage_get(&pmtu_sk, sk, NULL, 0))
+		return;
+	cookie = BPF_CORE_READ(icsk, icsk_pmtu_cookie);
+	said = BPF_CORE_READ((struct tcp_sock *)sk, mtu_info);
+	if (cookie && said && cookie <= said)
+		learn_kernel(sk, cookie, SP_PM_M_ICMP);
+}
+
+SEC("fexit/tcp_v4_mtu_reduced")
+int BPF_PROG(sp_pmtu_icmp4, struct sock *sk)
+{
+	icmp_reduced(sk);
+	return 0;
+}
+
+SEC("fexit/tcp_v6_mtu_reduced")
+int BPF_PROG(sp_pmtu_icmp6, struct sock *sk)
+{
+	icmp_reduced(sk);
+	return 0;
+}
+
+/*
+ * tcp_sync_mss runs at every MSS change (not per packet). When the kernel's
+ * own probing succeeds (tcp_mtup_probe_success, inlined, then this), its
+ * search_low has risen to the acknowledged probe's size and no probe is out.
+ */
+SEC("fexit/tcp_sync_mss")
+int BPF_PROG(sp_pmtu_sync, struct sock *sk, __u32 pmtu, unsigned int ret)
+{
+	struct inet_connection_sock *icsk = (void *)sk;
+	struct sk_state *s = bpf_sk_storage_get(&pmtu_sk, sk, NULL, 0);
+	__u32 low, was, enabled, probe_size;
+
+	if (!s)
+		return 0;
+	enabled = BPF_CORE_READ_BITFIELD_PROBED(icsk, icsk_mtup.enabled);
+	probe_size = BPF_CORE_READ_BITFIELD_PROBED(icsk, icsk_mtup.probe_size);
+	low = BPF_CORE_READ(icsk, icsk_mtup.search_low);
+	was = s->klow;
+	s->klow = low;
+	if (enabled && !probe_size && was && low > was)
+		learn_kernel(sk, low, SP_PM_M_KERNEL);
+	return 0;
 }

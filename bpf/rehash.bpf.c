@@ -86,6 +86,22 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/*
+ * Kernels before 5.12 refuse any BPF atomic but a plain add (5.10: "BPF_STX
+ * uses reserved fields", checked on every instruction, dead or not). The
+ * loader loads a second build of this file there (SP_NO_ATOMICS, Makefile),
+ * where a compare-and-exchange and a fetch are a read, a compare and a
+ * write: two CPUs at the same instant may then both claim a pair's move or
+ * a calm note that the atomic gives to one, and two windows share a seq.
+ */
+#ifdef SP_NO_ATOMICS
+#define sp_cmpxchg(p, old, new) ({ typeof(*(p)) __o = *(p); if (__o == (old)) *(p) = (new); __o; })
+#define sp_fetch_add(p, v) ({ typeof(*(p)) __o = *(p); __sync_fetch_and_add(p, v); __o; })
+#else
+#define sp_cmpxchg(p, old, new) __sync_val_compare_and_swap(p, old, new)
+#define sp_fetch_add(p, v) __sync_fetch_and_add(p, v)
+#endif
+
 #define NSEC_PER_MSEC	1000000ULL
 #define TCP_CLOSE	7
 #define SOL_SOCKET	1
@@ -627,7 +643,7 @@ static __always_inline bool claim_move(const struct bpf_sock_ops *skops,
 	/* moved > now (bpftool) counts as long ago. */
 	if (moved <= now && now - moved < settle)
 		return false;
-	return __sync_val_compare_and_swap(&d->moved_ns, moved, now) == moved;
+	return sp_cmpxchg(&d->moved_ns, moved, now) == moved;
 }
 
 /*
@@ -945,7 +961,7 @@ static __always_inline void on_window(struct bpf_sock_ops *skops, struct sk_stat
 	s->mark_bytes = s->win_bytes;
 	s->mark_ns = s->win_start_ns;
 	worse = new_rate * 100 < s->old_rate * c->revert_pct && (__u64)q * 2 >= s->old_qdelay_us;
-	seq = __sync_fetch_and_add(&window_seq, 1) + 1;
+	seq = sp_fetch_add(&window_seq, 1) + 1;
 	slot = seq % SP_RH_WINLOG;
 	w = bpf_map_lookup_elem(&rehash_windows, &slot);
 	if (w) {
@@ -1132,7 +1148,7 @@ static __always_inline void rto_calm(struct bpf_sock_ops *skops, struct sk_state
 	if (d->calm_cookie == bpf_get_socket_cookie(skops))
 		return;
 	/* One flow per note. */
-	if (__sync_val_compare_and_swap(&d->calm_hash, h, 0) != h)
+	if (sp_cmpxchg(&d->calm_hash, h, 0) != h)
 		return;
 	if (c->enforce && !rto_hold(skops, s))
 		return;

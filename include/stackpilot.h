@@ -216,6 +216,7 @@ enum sp_fg_ctr {
 	SP_FG_K_TIMEOUT,	/* kernel drops: SKB_DROP_REASON_FRAG_REASM_TIMEOUT */
 	SP_FG_K_DUP,		/* kernel drops: SKB_DROP_REASON_DUP_FRAG */
 	SP_FG_K_TOO_FAR,	/* kernel drops: SKB_DROP_REASON_FRAG_TOO_FAR */
+	SP_FG_ORPHANED,		/* fragments passed unjudged: the loader stopped (SP_FG_STALE_NS) */
 	SP_FG_NR,
 };
 
@@ -245,7 +246,16 @@ struct sp_fg_global {
 	__u64 mem;		/* kernel reassembly memory (sockstat FRAG memory) */
 	__u64 high_thresh;	/* ipfrag_high_thresh */
 	__u64 time_ns;		/* ipfrag_time */
+	__u64 updated_ns;	/* CLOCK_MONOTONIC of this write; 0: never written */
 };
+
+/*
+ * A filter whose loader has not written fragguard_glob for this long lets
+ * every fragment through: where there is no tcx (before 6.6), a run killed
+ * with SIGKILL leaves its clsact filter attached until the next start, and
+ * it must not go on refusing with what it last knew.
+ */
+#define SP_FG_STALE_NS	(2ULL * 1000000000)
 
 /*
  * Sums over tracked datagrams, each added and released exactly once (never
@@ -308,6 +318,7 @@ enum sp_pm_ctr {
 	SP_PM_ASKED,		/* searches asked at a first connection, before any stall */
 	SP_PM_WOULD_CLAMP,	/* enforce=0: connections that would have been clamped */
 	SP_PM_ASKS_LIMITED,	/* new destinations not asked for: ask rate (SP_PM_ASK_BURST) */
+	SP_PM_KERNEL,		/* fentry kernels: paths learned from the kernel's own discoveries */
 	SP_PM_NR,
 };
 
@@ -324,6 +335,8 @@ enum sp_pm_method {
 	SP_PM_M_NONE,		/* not searched yet, or nothing answered */
 	SP_PM_M_ECHO,		/* ICMP echo */
 	SP_PM_M_SYN,		/* TCP SYN to `port` */
+	SP_PM_M_ICMP,		/* fentry: an ICMP the kernel took lowered a connection's MTU */
+	SP_PM_M_KERNEL,		/* fentry: the kernel's own MTU probing (tcp_mtu_probing) */
 };
 
 /* A new destination whose search was asked is asked again after this when it

@@ -19,6 +19,7 @@
 #include "sp.h"
 #include "log.h"
 #include "config.h"
+#include "probe.h"
 
 /*
  * bpffs refuses names with a dot, and every systemd unit has one, so a
@@ -165,6 +166,8 @@ static int parse_modules(struct sp_cfg_section *s, const char *list, bool global
 		}
 	}
 	s->modules = mask;
+	/* Named modules are refused on a kernel that cannot run them; "all" is what can. */
+	s->named = strcmp(val, "all") ? mask : 0;
 	return 0;
 }
 
@@ -478,12 +481,18 @@ int sp_config_load(const char *file, struct sp_config *c)
 	return err ? -1 : 0;
 }
 
-int sp_config_check_host(const struct sp_config *c, bool metrics)
+int sp_config_check_host(struct sp_config *c, bool metrics)
 {
 	char where[300];
 	int err = 0;
 
 	sp_err_where = where;
+	for (int i = -1; !err && i < c->nr_cgroups; i++) {
+		struct sp_cfg_section *s = i < 0 ? &c->global : &c->cg[i];
+
+		snprintf(where, sizeof(where), "%s:%d", c->file, s->modules_line ?: s->line);
+		err = sp_fit_modules(&s->modules, s->named);
+	}
 	for (int i = 0; !err && i < c->nr_ifaces; i++) {
 		snprintf(where, sizeof(where), "%s:%d", c->file, c->iface_line[i]);
 		if (!if_nametoindex(c->ifname[i]))

@@ -35,6 +35,7 @@ struct sp_cfg_section {
 	int line;
 	__u32 modules;
 	int modules_line;	/* of its `modules =`, 0 when not given */
+	__u32 named;		/* modules its `modules =` names (not "all") */
 	int nr_sets;
 	struct sp_cfg_set sets[SP_CFG_MAX_SETS];
 };
@@ -63,10 +64,12 @@ struct sp_config {
  */
 int sp_config_load(const char *file, struct sp_config *c);
 /*
- * The interfaces exist and (with metrics) the metrics options are good, and
- * are given to metrics.c, which keeps pointers into c: 0 or -1, as above.
+ * The interfaces exist, this kernel runs each section's named modules (those
+ * of "all" it cannot run are taken out, each with a warning), and (with
+ * metrics) the metrics options are good, and are given to metrics.c, which
+ * keeps pointers into c: 0 or -1, as above.
  */
-int sp_config_check_host(const struct sp_config *c, bool metrics);
+int sp_config_check_host(struct sp_config *c, bool metrics);
 /* The pin folder name of a cgroup path as sp_config_load() normalised it. */
 int sp_cgroup_pin_name(const char *path, char *out, size_t len);
 /*

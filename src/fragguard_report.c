@@ -31,9 +31,10 @@ static const struct sp_counter counters[SP_FG_NR] = {
 	[SP_FG_INEXACT] = { "inexact", "datagrams tracked by byte count only" },
 	[SP_FG_PROMOTED] = { "peers_promoted", "peers that became known" },
 	[SP_FG_KNOWN_FULL] = { "known_map_full", "peers that qualified but the known map was full" },
-	[SP_FG_K_TIMEOUT] = { "kernel_drop_timeout", "kernel drops: reassembly timeout" },
+	[SP_FG_K_TIMEOUT] = { "kernel_drop_timeout", "kernel drops: reassembly timeout (fragments; queues where fentry sees the expiry)" },
 	[SP_FG_K_DUP] = { "kernel_drop_dup", "kernel drops: duplicate fragment" },
 	[SP_FG_K_TOO_FAR] = { "kernel_drop_too_far", "kernel drops: fragment too far (ipfrag_max_dist)" },
+	[SP_FG_ORPHANED] = { "orphaned", "fragments passed unjudged: the run stopped feeding the filter (a killed run's clsact filter)" },
 };
 
 #define TOP 10

@@ -13,10 +13,12 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "sp.h"
+#include "probe.h"
 #include "fragguard.skel.h"
 
 static const struct sp_tunable tunables[] = {
@@ -39,7 +41,8 @@ static const struct sp_tunable tunables[] = {
  */
 struct fg_inst {
 	struct fragguard_bpf *skel;
-	struct bpf_link *drops_link;
+	struct bpf_link *drops_link;	/* the kernel's reassembly drops: tp_btf, or fentry on its expiry */
+	struct bpf_link *expire_link[2];
 	int tcx_fd[SP_MAX_IFACES];
 	bool hook_created[SP_MAX_IFACES], filter_attached[SP_MAX_IFACES];
 	__u64 netns;		/* cookie of the namespace the interfaces are in */
@@ -67,6 +70,8 @@ static void stop(struct sp_run *run, void *inst)
 		}
 	}
 	bpf_link__destroy(in->drops_link);
+	bpf_link__destroy(in->expire_link[0]);
+	bpf_link__destroy(in->expire_link[1]);
 	if (in->skel)
 		sp_unpin_obj_maps(in->skel->obj, run->pin_dir);
 	fragguard_bpf__destroy(in->skel);
@@ -99,7 +104,8 @@ static int attach_iface(struct sp_run *run, struct fg_inst *in, int i, int prog_
 			    .attach_point = BPF_TC_INGRESS);
 	DECLARE_LIBBPF_OPTS(bpf_tc_opts, stale, .handle = FG_TC_HANDLE, .priority = FG_TC_PRIO);
 
-	in->tcx_fd[i] = bpf_link_create(prog_fd, run->ifindex[i], BPF_TCX_INGRESS, NULL);
+	in->tcx_fd[i] = sp_has(SP_F_TCX) ? bpf_link_create(prog_fd, run->ifindex[i], BPF_TCX_INGRESS, NULL) :
+						(errno = EOPNOTSUPP, -1);
 	if (in->tcx_fd[i] < 0) {
 		if (errno != EINVAL && errno != EOPNOTSUPP)
 			return sp_err("fragguard: tcx ingress on %s: %s", run->ifname[i], strerror(errno));
@@ -114,6 +120,12 @@ static int attach_iface(struct sp_run *run, struct fg_inst *in, int i, int prog_
 	return 0;
 }
 
+/* No drop reasons for reassembly (before 6.2), but fentry on its timers. */
+static bool expire_by_fentry(void)
+{
+	return !sp_has(SP_F_FRAG_REASONS) && sp_has(SP_F_FENTRY);
+}
+
 static int start(struct sp_run *run, void **inst)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oopts, .btf_custom_path = run->btf_path);
@@ -124,14 +136,21 @@ static int start(struct sp_run *run, void **inst)
 	if (!(*inst = in))
 		return sp_err("fragguard: %s", strerror(ENOMEM));
 	/* --iface names are looked up here: the interfaces are in our namespace. */
-	if (sp_netns_cookie(&in->netns))
-		return sp_err("fragguard: this namespace's cookie: %s", strerror(errno));
+	if (sp_netns_id(&in->netns))
+		return sp_err("fragguard: this namespace's identity: %s", strerror(errno));
 	for (int i = 0; i < SP_MAX_IFACES; i++)
 		in->tcx_fd[i] = -1;
 	skel = in->skel = fragguard_bpf__open_opts(&oopts);
 	if (!skel)
 		return sp_err("fragguard: open: %s", strerror(errno));
 	bpf_program__set_expected_attach_type(skel->progs.sp_fragguard, BPF_TCX_INGRESS);
+	skel->rodata->sp_netns_by_ino = !sp_has(SP_F_NETNS_COOKIE);
+	skel->rodata->fg_netns = in->netns;
+	/* The kernel's own expiry: its drop reasons, else fentry on its timers,
+	 * else only the sweep (fit() below says what each costs). */
+	bpf_program__set_autoload(skel->progs.sp_fragguard_drops, sp_has(SP_F_FRAG_REASONS));
+	bpf_program__set_autoload(skel->progs.sp_fragguard_expire4, expire_by_fentry());
+	bpf_program__set_autoload(skel->progs.sp_fragguard_expire6, expire_by_fentry());
 	err = fragguard_bpf__load(skel);
 	if (err)
 		return sp_err("fragguard: load: %s", strerror(-err));
@@ -145,12 +164,51 @@ static int start(struct sp_run *run, void **inst)
 			return -1;
 		bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_ifs), &ifx, &in->netns, BPF_ANY);
 	}
-	in->drops_link = bpf_program__attach(skel->progs.sp_fragguard_drops);
-	if (!in->drops_link)
-		return sp_err("fragguard: attach tp_btf/kfree_skb: %s", strerror(errno));
 	sp_run_add_prog(run, prog_fd);
-	sp_run_add_prog(run, bpf_program__fd(skel->progs.sp_fragguard_drops));
+	if (sp_has(SP_F_FRAG_REASONS)) {
+		in->drops_link = bpf_program__attach(skel->progs.sp_fragguard_drops);
+		if (!in->drops_link)
+			return sp_err("fragguard: attach tp_btf/kfree_skb: %s", strerror(errno));
+		sp_run_add_prog(run, bpf_program__fd(skel->progs.sp_fragguard_drops));
+	} else if (expire_by_fentry()) {
+		struct bpf_program *p[2] = { skel->progs.sp_fragguard_expire4, skel->progs.sp_fragguard_expire6 };
+
+		for (int i = 0; i < 2; i++) {
+			in->expire_link[i] = bpf_program__attach(p[i]);
+			if (!in->expire_link[i])
+				return sp_err("fragguard: attach %s: %s", bpf_program__section_name(p[i]),
+					      strerror(errno));
+			sp_run_add_prog(run, bpf_program__fd(p[i]));
+		}
+	}
 	return 0;
+}
+
+/* What this kernel lets fragguard do (stackpilot probe). The newest need first:
+ * a refusal then names the kernel that has them all. */
+static void fit(struct sp_fit *f)
+{
+	if (!sp_fit_need(f, SP_F_LOOP) || !sp_fit_need(f, SP_F_TIMER) ||
+	    !sp_fit_need(f, SP_F_FOR_EACH))
+		return;
+	sp_fit_choice(f, "attach", SP_F_TCX, "tcx", "clsact",
+		      "a run killed with SIGKILL leaves its filter attached until the next start "
+		      "removes it; from 2 s after the run's last tick it lets every fragment "
+		      "through (orphaned)");
+	/* The kernel's own reassembly drops: expiries, restarts, duplicates. */
+	if (sp_has(SP_F_FRAG_REASONS))
+		sp_fit_mech(f, "kernel drops", "drop reasons", NULL);
+	else if (expire_by_fentry())
+		sp_fit_mech(f, "kernel drops", "fentry expiry",
+			    "expiries are seen (ip_expire, ip6_frag_expire), restarts are not: an IPv4 "
+			    "datagram the kernel restarts (ipfrag_max_dist) stays charged at its old "
+			    "size until it completes or expires; kernel_drop_dup and "
+			    "kernel_drop_too_far stay 0");
+	else
+		sp_fit_mech(f, "kernel drops", "sweep",
+			    "a sweep every 250 ms releases what the kernel expired, up to 1/8 of "
+			    "ipfrag_time late (3.75 s of 30 s); restarts (ipfrag_max_dist) are not "
+			    "seen; kernel_drop_* stay 0");
 }
 
 /* The device took our link (or clsact filter) with it. */
@@ -217,20 +275,24 @@ static unsigned long long sockstat_frag_mem(const char *path, const char *tag)
 	return mem;
 }
 
+/* Also the filter's heartbeat: without it for SP_FG_STALE_NS, it passes everything. */
 static void tick(struct sp_run *run, void *inst)
 {
 	struct fg_inst *in = inst;
+	struct timespec ts;
 	struct sp_fg_global g[2] = {
 		{ sockstat_frag_mem("/proc/net/sockstat", "FRAG:"),
 		  read_ull("/proc/sys/net/ipv4/ipfrag_high_thresh"),
-		  read_ull("/proc/sys/net/ipv4/ipfrag_time") * 1000000000ULL },
+		  read_ull("/proc/sys/net/ipv4/ipfrag_time") * 1000000000ULL, 0 },
 		{ sockstat_frag_mem("/proc/net/sockstat6", "FRAG6:"),
 		  read_ull("/proc/sys/net/ipv6/ip6frag_high_thresh"),
-		  read_ull("/proc/sys/net/ipv6/ip6frag_time") * 1000000000ULL },
+		  read_ull("/proc/sys/net/ipv6/ip6frag_time") * 1000000000ULL, 0 },
 	};
 
 	if (!in->skel)
 		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	g[0].updated_ns = g[1].updated_ns = ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 	for (__u32 i = 0; i < 2; i++)
 		bpf_map_update_elem(bpf_map__fd(in->skel->maps.fragguard_glob), &i, &g[i], BPF_ANY);
 }
@@ -243,6 +305,7 @@ const struct sp_module sp_mod_fragguard = {
 	.tunables = tunables,
 	.nr_tunables = sizeof(tunables) / sizeof(tunables[0]),
 	.needs_iface = true,
+	.fit = fit,
 	.start = start,
 	.stop = stop,
 	.tick = tick,

@@ -20,6 +20,7 @@
 #include <bpf/libbpf.h>
 #include "pmtu.h"
 #include "pmtu.skel.h"
+#include "probe.h"
 #include "state.h"
 
 #define MTU_PROBING "net/ipv4/tcp_mtu_probing"
@@ -104,6 +105,8 @@ static void stop(struct sp_run *run, void *inst)
 	pmtu_search_stop(st);
 	pmtu_route_forget_all(st);
 	sp_sysctl_release(MTU_PROBING, st->saved_mtu_probing, st->mtu_probing_arg);
+	for (int i = 0; i < 3; i++)
+		bpf_link__destroy(st->klinks[i]);
 	if (st->skel)
 		sp_module_unpublish(run, st->skel->obj, &st->link);
 	pmtu_bpf__destroy(st->skel);
@@ -122,21 +125,55 @@ static int start(struct sp_run *run, void **inst)
 		return sp_err("pmtu: %s", strerror(ENOMEM));
 	st->saved_mtu_probing = -1;
 	st->mtu_probing_arg = arg && !sp_parse_u32(arg, 0, 2, &v) ? (int)v : -1;
-	if (sp_netns_cookie(&st->netns))
-		return sp_err("pmtu: reading this namespace's cookie: %s", strerror(errno));
+	if (sp_netns_id(&st->netns))
+		return sp_err("pmtu: reading this namespace's identity: %s", strerror(errno));
 	/* Before anything is attached: a refused run leaves no trace, even briefly. */
 	if (apply_mtu_probing(st))
 		return -1;
 	st->skel = pmtu_bpf__open_opts(&opts);
 	if (!st->skel)
 		return sp_err("pmtu: open: %s", strerror(errno));
+	st->skel->rodata->sp_netns_by_ino = !sp_has(SP_F_NETNS_COOKIE);
+	/* The fexit programs find the cgroup's sockets by their socket storage. */
+	if (!sp_has(SP_F_FENTRY_SK)) {
+		bpf_program__set_autoload(st->skel->progs.sp_pmtu_icmp4, false);
+		bpf_program__set_autoload(st->skel->progs.sp_pmtu_icmp6, false);
+		bpf_program__set_autoload(st->skel->progs.sp_pmtu_sync, false);
+	}
 	err = pmtu_bpf__load(st->skel);
 	if (err)
 		return sp_err("pmtu: load: %s", strerror(-err));
 	if (pmtu_search_start(st) ||
 	    sp_module_publish(run, &sp_mod_pmtu, st->skel->obj, st->skel->progs.sp_pmtu, &st->link))
 		return -1;
+	if (sp_has(SP_F_FENTRY_SK)) {
+		struct bpf_program *kp[] = { st->skel->progs.sp_pmtu_icmp4, st->skel->progs.sp_pmtu_icmp6,
+					     st->skel->progs.sp_pmtu_sync };
+
+		for (int i = 0; i < 3; i++) {
+			st->klinks[i] = bpf_program__attach(kp[i]);
+			if (!st->klinks[i])
+				return sp_err("pmtu: attach %s: %s", bpf_program__section_name(kp[i]),
+					      strerror(errno));
+			sp_run_add_prog(run, bpf_program__fd(kp[i]));
+		}
+	}
 	return 0;
+}
+
+/* What this kernel lets pmtu do (stackpilot probe). */
+static void fit(struct sp_fit *f)
+{
+	if (!sp_fit_need(f, SP_F_SKC_TCP) || !sp_fit_need(f, SP_F_SK_STORAGE) ||
+	    !sp_fit_need(f, SP_F_RINGBUF))
+		return;
+	sp_fit_choice(f, "namespaces", SP_F_NETNS_COOKIE, "netns cookie", "netns inode",
+		      "what a namespace learned may apply to a later namespace that gets its inode "
+		      "number, until it expires (interval_s)");
+	/* The kernel's own discoveries: ICMP reductions and tcp_mtu_probing's results. */
+	sp_fit_choice(f, "kernel pmtu", SP_F_FENTRY_SK, "fentry", "no fentry",
+		      "paths are learned from stackpilot's own probes and from connections that "
+		      "deliver learn_kb, not from ICMP messages or the kernel's own MTU probing");
 }
 
 /* ---- status ------------------------------------------------------------- */
@@ -151,9 +188,10 @@ static const struct sp_counter counters[SP_PM_NR] = {
 	[SP_PM_ASKED] = { "searches_asked", "first connections to a destination not known: search asked" },
 	[SP_PM_WOULD_CLAMP] = { "would_clamp", "enforce=0: connections that would have started with a learned MSS" },
 	[SP_PM_ASKS_LIMITED] = { "asks_limited", "new destinations not asked for: more than searches_per_s (burst 64)" },
+	[SP_PM_KERNEL] = { "learned_from_kernel", "paths learned from the kernel's own discoveries: ICMP reductions, its MTU probing (fentry kernels)" },
 };
 static const char *const states[] = { "learned", "suspect", "searched", "no_probe", "asked" };
-static const char *const methods[] = { "", "echo", "syn" };
+static const char *const methods[] = { "", "echo", "syn", "icmp", "kernel" };
 
 static const struct sp_field dst_cols[] = {
 	{ "dst", SP_STRING, false, "", "destination (the prefix of its entry)" },
@@ -165,7 +203,7 @@ static const struct sp_field dst_cols[] = {
 	{ "probes", SP_COUNTER, false, "", "probes sent to it" },
 	{ "clamped", SP_COUNTER, false, "", "connections started with its MSS" },
 	{ "route_mtu", SP_GAUGE, false, "bytes", "MTU of our route to it; 0: none" },
-	{ "method", SP_STRING, false, "", "what answered its last search: echo, syn or empty" },
+	{ "method", SP_STRING, false, "", "what answered its last search (echo, syn), or what the kernel found (icmp, kernel), or empty" },
 	{ "port", SP_GAUGE, false, "", "TCP port of the SYN probes that answered; 0: none" },
 	{ "probe_bytes", SP_COUNTER, false, "bytes", "IP bytes of the probes sent to it" },
 };
@@ -203,7 +241,8 @@ static void report(const char *pin_dir, struct sp_report *rep)
 		row[6].u = e.probes;
 		row[7].u = e.clamped;
 		row[8].i = e.route_mtu;
-		snprintf(row[9].s, sizeof(row[9].s), "%s", e.method < 3 ? methods[e.method] : "?");
+		snprintf(row[9].s, sizeof(row[9].s), "%s",
+			 e.method < sizeof(methods) / sizeof(methods[0]) ? methods[e.method] : "?");
 		row[10].i = e.port;
 		row[11].u = e.probe_bytes;
 	}
@@ -218,6 +257,7 @@ const struct sp_module sp_mod_pmtu = {
 	.tunables = tunables,
 	.nr_tunables = sizeof(tunables) / sizeof(tunables[0]),
 	.needs_cgroup = true,
+	.fit = fit,
 	.start = start,
 	.stop = stop,
 	.report = report,

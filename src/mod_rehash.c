@@ -9,7 +9,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "sp.h"
+#include "probe.h"
 #include "rehash.skel.h"
+#include "rehash_noatomics.skel.h"	/* only its ELF bytes: the same maps and programs */
 
 static const struct sp_tunable tunables[] = {
 	SP_REHASH_TUNABLES(SP_TUNABLE_ROW, struct sp_rehash_cfg)
@@ -32,6 +34,32 @@ static void stop(struct sp_run *run, void *inst)
 	free(in);
 }
 
+/*
+ * rehash_bpf__open_opts(), but where the kernel has no BPF atomics but a
+ * plain add (before 5.12) with the build of bpf/rehash.bpf.c made for it
+ * (SP_NO_ATOMICS): the same maps and programs by name, so the skeleton
+ * finds them in either.
+ */
+static struct rehash_bpf *open_skel(const struct bpf_object_open_opts *opts)
+{
+	struct rehash_bpf *obj = calloc(1, sizeof(*obj));
+	int err;
+
+	if (!obj)
+		return errno = ENOMEM, NULL;
+	err = rehash_bpf__create_skeleton(obj);
+	if (!err && !sp_has(SP_F_ATOMICS))
+		obj->skeleton->data = (void *)rehash_noatomics_bpf__elf_bytes(&obj->skeleton->data_sz);
+	if (!err)
+		err = bpf_object__open_skeleton(obj->skeleton, opts);
+	if (err) {
+		rehash_bpf__destroy(obj);
+		errno = -err;
+		return NULL;
+	}
+	return obj;
+}
+
 static int start(struct sp_run *run, void **inst)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = run->btf_path);
@@ -40,7 +68,7 @@ static int start(struct sp_run *run, void **inst)
 
 	if (!(*inst = in))
 		return sp_err("rehash: %s", strerror(ENOMEM));
-	in->skel = rehash_bpf__open_opts(&opts);
+	in->skel = open_skel(&opts);
 	if (!in->skel)
 		return sp_err("rehash: open: %s", strerror(errno));
 	err = rehash_bpf__load(in->skel);
@@ -48,6 +76,20 @@ static int start(struct sp_run *run, void **inst)
 		return sp_err("rehash: load: %s", strerror(-err));
 	return sp_module_publish(run, &sp_mod_rehash, in->skel->obj, in->skel->progs.sp_rehash,
 				 &in->link);
+}
+
+/* What this kernel lets rehash do (stackpilot probe). */
+static void fit(struct sp_fit *f)
+{
+	if (!sp_fit_need(f, SP_F_SKC_TCP) || !sp_fit_need(f, SP_F_SK_STORAGE))
+		return;
+	sp_fit_choice(f, "atomics", SP_F_ATOMICS, "atomics", "no atomics",
+		      "policy 1/2: two flows of a pair deciding at the same instant may both "
+		      "move, where one would");
+	/* Policy 2 holds the kernel's own RTO rehash off with it. */
+	sp_fit_choice(f, "rto", SP_F_TXREHASH, "SO_TXREHASH", "no SO_TXREHASH",
+		      "the kernel rehashes at every RTO: policy 2's RTO steering and calm "
+		      "hashes (rto_steered, rto_to_calm) are overwritten at once");
 }
 
 static const struct sp_counter counters[SP_RH_NR] = {
@@ -320,6 +362,7 @@ const struct sp_module sp_mod_rehash = {
 	.tunables = tunables,
 	.nr_tunables = sizeof(tunables) / sizeof(tunables[0]),
 	.needs_cgroup = true,
+	.fit = fit,
 	.start = start,
 	.stop = stop,
 	.report = report,

@@ -47,6 +47,11 @@ static int start(struct sp_run *run, void **inst)
 				 &in->link);
 }
 
+/* Sockops and a cgroup link: every kernel stackpilot knows (5.10 and later). */
+static void fit(struct sp_fit *f)
+{
+}
+
 static const struct sp_counter counters[SP_TS_NR] = {
 	[SP_TS_ACTIVE] = { "active_opens", "connections opened from the cgroup" },
 	[SP_TS_PASSIVE] = { "passive_opens", "connections accepted in the cgroup" },
@@ -67,6 +72,7 @@ const struct sp_module sp_mod_tcpstats = {
 	.tunables = tunables,
 	.nr_tunables = sizeof(tunables) / sizeof(tunables[0]),
 	.needs_cgroup = true,
+	.fit = fit,
 	.start = start,
 	.stop = stop,
 	.report = report,

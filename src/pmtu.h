@@ -41,8 +41,9 @@ struct pmtu_route { struct sp_pmtu_key key; __u32 dst[4]; int family; __u32 mtu,
 struct pmtu_state {
 	struct pmtu_bpf *skel;
 	struct bpf_link *link;
+	struct bpf_link *klinks[3];	/* fentry kernels: the fexit programs */
 	struct ring_buffer *rb;
-	__u64 netns;		/* cookie of the namespace probes leave from */
+	__u64 netns;		/* sp_netns_id() of the namespace probes leave from */
 	int mtu_probing_arg, saved_mtu_probing;	/* -1: not given, not changed */
 	/* the search */
 	struct sp_pmtu_event pending[PMTU_MAX_PENDING];

@@ -16,7 +16,9 @@
  * boot an entry is restored only if a namespace with that cookie exists now
  * (NS_GET_ID on the namespaces of /proc/PID/ns/net and /run/netns, which on
  * 6.18 is the netns cookie: checked on this machine; without NS_GET_ID, only
- * the loader's own namespace counts); after a reboot (another boot_id) only
+ * the loader's own namespace counts; where the kernel has no cookies, the
+ * key holds the inode number and the same rules apply to it); after a
+ * reboot (another boot_id) only
  * entries of the initial namespace (its inode, PROC_NET_INIT_INO, is the
  * same at every boot) are restored, re-keyed to its new cookie, if the
  * loader sees that namespace. Counters (probes, clamped) start at 0.
@@ -43,6 +45,7 @@
 #include "pmtu.h"
 #include "persist.h"
 #include "pmtu.skel.h"
+#include "probe.h"
 
 #ifndef NS_GET_ID
 #define NS_GET_ID _IOR(0xb7, 0xd, __u64)
@@ -65,6 +68,12 @@ static void ns_add(struct ns_set *s, const char *path)
 	for (int i = 0; i < s->n; i++)
 		if (s->ns[i].ino == st.st_ino)
 			return;
+	/* Where namespaces have no cookies, the programs name them by inode too. */
+	if (!sp_has(SP_F_NETNS_COOKIE)) {
+		s->ns[s->n++] = (struct ns_id){ st.st_ino, st.st_ino };
+		s->ioctl_ok = true;
+		return;
+	}
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
@@ -218,7 +227,7 @@ static bool parse_dst(struct sp_persist_reader *r, char *line, struct sp_pmtu_ke
 			e->state = v;
 		else if (!strcmp(tok, "expires"))
 			*expires = v, have |= 4;
-		else if (!strcmp(tok, "method") && v <= SP_PM_M_SYN)
+		else if (!strcmp(tok, "method") && v <= SP_PM_M_KERNEL)
 			e->method = v;
 		else if (!strcmp(tok, "port") && v <= 65535)
 			e->port = v;

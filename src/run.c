@@ -26,6 +26,7 @@
 #include "loop.h"
 #include "state.h"
 #include "config.h"
+#include "probe.h"
 
 volatile sig_atomic_t sp_stopping;
 
@@ -334,8 +335,13 @@ int sp_run_attach(struct sp_run *run)
 /* Everything up to "attached"; 0, or 1 with nothing left attached. */
 static int setup_run(struct sp_run *run, struct run_args *a, int *lock_fd, int *stats_fd)
 {
-	if (sp_check_privileges() || sp_check_btf(run->btf_path))
+	if (sp_check_privileges() || sp_check_btf(run->btf_path) || sp_probe(run->btf_path))
 		return 1;
+	/* What this kernel cannot run: refused by name, left out of "all". */
+	if (sp_fit_modules(&run->modules, strcmp(a->modules, "all") ? run->modules : 0))
+		return 1;
+	if (!run->modules)
+		return sp_fail(1, "no chosen module can run on this kernel (see: stackpilot probe)");
 	if (a->need_cgroup) {
 		if (sp_resolve_cgroup(a->cgroup, run->cgroup, sizeof(run->cgroup)))
 			return 1;

@@ -29,6 +29,7 @@ struct sp_tunable {
 
 struct sp_run;
 struct sp_report;
+struct sp_fit;
 
 /*
  * A module runs as instances: start() allocates one and stores it in *inst
@@ -53,6 +54,8 @@ struct sp_module {
 	int nr_tunables;
 	bool needs_cgroup;	/* attaches sockops to the cgroup */
 	bool needs_iface;	/* attaches to --iface devices */
+	/* What it needs of the kernel and which mechanism it will use (probe.h). */
+	void (*fit)(struct sp_fit *fit);
 	/* Open, load, pin maps, attach. Returns 0 or -1 after printing why. */
 	int (*start)(struct sp_run *run, void **inst);
 	/* Detach and destroy what start() made, and free inst; NULL is fine. */
@@ -134,7 +137,6 @@ int sp_parse_u32(const char *s, __u32 min, __u32 max, __u32 *out);
 int sp_check_privileges(void);
 int sp_check_btf(const char *btf_path);
 int sp_private_dir(const char *path, bool create);
-int sp_netns_cookie(__u64 *cookie);
 int sp_lock_targets(struct sp_run *run);
 void sp_unlock_targets(const struct sp_run *run);
 int sp_ensure_bpffs(const char *pin_dir);

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include "sp.h"
 #include "state.h"
+#include "probe.h"
 
 #define MAX_ENTRIES 320
 #define ENTRY_LEN 96
@@ -22,8 +23,14 @@ static char entries[MAX_ENTRIES][ENTRY_LEN];
 static int nr_entries, lock_fd = -1, lock_depth;
 
 static unsigned long netns_ino, my_start;
-/* Unlike the inode, never reused: tells our namespace from a dead one's. */
-static __u64 netns_cookie;
+/*
+ * sp_netns_id(): the namespace's cookie, which unlike the inode is never
+ * reused, so it tells our namespace from a dead one's. Kernels before 5.15
+ * (no cookies in sockops) name it by inode: there a dead namespace's file
+ * whose inode ours reuses is taken for ours, and its undo (a route, a
+ * sysctl of that dead namespace) is replayed here once.
+ */
+static __u64 netns_id;
 static char path[128];
 static const struct sp_state_undo *undos[MAX_UNDO];
 static int nr_undos;
@@ -93,7 +100,7 @@ static int save(void)
 			close(fd);
 		return sp_err("%s: %s", tmp, strerror(errno));
 	}
-	fprintf(f, "run %d %lu %llu\n", getpid(), my_start, netns_cookie);
+	fprintf(f, "run %d %lu %llu\n", getpid(), my_start, netns_id);
 	for (int i = 0; i < nr_entries; i++)
 		fprintf(f, "%s\n", entries[i]);
 	if (fflush(f) || fsync(fd))
@@ -161,7 +168,7 @@ static pid_t scan(const char *prefix, char *out, size_t len)
 			pid = 0;
 		live = pid > 0 && start && start_time(pid) == start;
 		/* A file of a namespace gone since, whose inode ours reuses: drop, never undo. */
-		ours = cookie == netns_cookie;
+		ours = cookie == netns_id;
 		while (ours && fgets(line, sizeof(line), f)) {
 			line[strcspn(line, "\n")] = '\0';
 			if (!live && !prefix)
@@ -202,8 +209,8 @@ int sp_state_open(void)
 		return sp_err("/proc/self/ns/net: %s", strerror(errno));
 	netns_ino = st.st_ino;
 	my_start = start_time(getpid());
-	if (sp_netns_cookie(&netns_cookie))
-		return sp_err("reading this namespace's cookie: %s", strerror(errno));
+	if (sp_netns_id(&netns_id))
+		return sp_err("reading this namespace's identity: %s", strerror(errno));
 	if (mkdir(SP_STATE_DIR, 0700) && errno != EEXIST)
 		return sp_err("cannot create %s: %s", SP_STATE_DIR, strerror(errno));
 	/* Whoever can write here can make us undo anything: root's only. */

@@ -346,21 +346,3 @@ void sp_run_add_prog(struct sp_run *run, int prog_fd)
 	    !bpf_obj_get_info_by_fd(prog_fd, &info, &len))
 		run->prog_ids[run->nr_progs++] = info.id;
 }
-
-#ifndef SO_NETNS_COOKIE
-#define SO_NETNS_COOKIE 71
-#endif
-/* The kernel's cookie of this process's network namespace (net->net_cookie). */
-int sp_netns_cookie(__u64 *cookie)
-{
-	socklen_t l = sizeof(*cookie);
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), err, e;
-
-	if (fd < 0)
-		return -1;
-	err = getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, cookie, &l);
-	e = errno;
-	close(fd);
-	errno = e;
-	return err ? -1 : 0;
-}

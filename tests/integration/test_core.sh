@@ -20,7 +20,7 @@ expect_error() {
 t_help() {
 	local c
 	"$SP" --help | grep -q tcpstats || fail "--help does not list modules"
-	for c in run status get set; do
+	for c in run status get set probe; do
 		"$SP" "$c" --help >"$TMP/h" || fail "$c --help exit $?"
 		grep -q "Usage: stackpilot $c" "$TMP/h" || fail "$c --help"
 	done

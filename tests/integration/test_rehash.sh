@@ -4,10 +4,11 @@ source "$ROOT/tests/lib_ecmp.sh"
 
 # Topology, flow-label recorder on R1, iperf3 on D, stackpilot with rehash.
 # The sender's namespace has net.core.txrehash=0, so the kernel's own RTO
-# rehash is off there and every label change on the wire is stackpilot's.
+# rehash is off there and every label change on the wire is stackpilot's
+# (before 5.18 there is no such switch: the kernel rehashes at every RTO).
 rh_setup() {
 	ecmp_topo 2 100mbit
-	ip netns exec "$NS_S" sysctl -qw net.core.txrehash=0
+	[ ! -e /proc/sys/net/core/txrehash ] || ip netns exec "$NS_S" sysctl -qw net.core.txrehash=0
 	printf 'table ip6 sp {\n set labels { typeof tcp sport . ip6 flowlabel; size 4096; }\n chain c_fwd {\n type filter hook forward priority 0;\n ip6 nexthdr tcp tcp dport 5201 add @labels { tcp sport . ip6 flowlabel }\n }\n}\n' |
 		ip netns exec "$NS_R1" nft -f - || fail "nft labels"
 	ip netns exec "$NS_D" iperf3 -s -D -p 5201 >/dev/null || fail iperf3
@@ -597,6 +598,7 @@ rh_timeout_rehash() { # the sender's kernel RTO rehashes (TcpExt TcpTimeoutRehas
 	echo "$v"
 }
 t_rehash_rto_reverts_move_on_trial() {
+	need_feature so_txrehash
 	local tx mb st rv d0 rto kr
 	rh_setup
 	rh_tables
@@ -685,6 +687,7 @@ rh_conn_rtos() { # RTOs of the data connection of iperf3 -J output FILE to port 
 }
 t_rehash_rto_to_calm() {
 	local pol_tx pol tx c0 a b mb calm rtos
+	need_feature so_txrehash
 	rh_setup
 	rh_tables
 	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail iperf3
@@ -748,6 +751,7 @@ rh_seed_calm() { # rh_seed_calm HASH SECS: a calm note for the pair, now, every 
 	PY
 }
 t_rehash_rto_calm_bpftool() {
+	need_feature so_txrehash
 	local c0 rtos b
 	rh_setup
 	rh_tables

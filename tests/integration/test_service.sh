@@ -291,6 +291,8 @@ t_bash_completion() {
 	assert_eq "$(comp stackpilot get --pin-path /tmp fragguard.enf)" "fragguard.enforce" "get key after an option"
 	assert_eq "$(comp stackpilot tunables pm)" "pmtu" "module of tunables"
 	assert_eq "$(comp stackpilot che)" "check-config" "check-config"
+	assert_eq "$(comp stackpilot pr)" "probe" "probe"
+	assert_eq "$(comp stackpilot probe re)" "rehash" "module of probe"
 	assert_eq "$(comp stackpilot run --conf)" "--config" "run --config"
 	assert_eq "$(comp stackpilot status --cg)" "--cgroup" "status --cgroup"
 	# Every key `get --help` knows is offered.

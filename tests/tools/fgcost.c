@@ -79,11 +79,17 @@ static void measure(int prog, int dgrams, struct cost *c)
 static int load(const char *path, struct bpf_object **obj)
 {
 	__u32 cfg[64] = { 32, 64, 1 << 20, 100, 100, 1 }, zero = 0;
-	__u64 glob[3] = { 0, 1ULL << 32, 30000000000ULL };
+	/* Room for every version's value (three fields, then updated_ns = 0: never stale). */
+	__u64 glob[4] = { 0, 1ULL << 32, 30000000000ULL, 0 };
 	struct bpf_program *p;
 	struct bpf_map *m;
 
 	*obj = bpf_object__open_file(path, NULL);
+	/* The tc program alone: the others (tp_btf, fentry) need kernels that
+	 * the loader chooses them for. */
+	if (*obj)
+		bpf_object__for_each_program(p, *obj)
+			bpf_program__set_autoload(p, !strcmp(bpf_program__name(p), "sp_fragguard"));
 	if (!*obj || bpf_object__load(*obj))
 		return fprintf(stderr, "fgcost: cannot load %s\n", path), -1;
 	m = bpf_object__find_map_by_name(*obj, "fragguard_cfg");
