@@ -314,6 +314,9 @@ static __always_inline void on_connect(struct bpf_sock_ops *skops, bool passive)
 	if (!bpf_setsockopt(skops, SOL_TCP, TCP_MAXSEG, &mss, sizeof(mss))) {
 		__sync_fetch_and_add(&e->clamped, 1);
 		sp_count(&pmtu_ctr, SP_PM_CLAMPED, 1);
+	} else {
+		/* Before 6.1 bpf_setsockopt() takes no TCP_MAXSEG (probe.c). */
+		sp_count(&pmtu_ctr, SP_PM_CLAMP_REFUSED, 1);
 	}
 }
 

@@ -319,6 +319,7 @@ enum sp_pm_ctr {
 	SP_PM_WOULD_CLAMP,	/* enforce=0: connections that would have been clamped */
 	SP_PM_ASKS_LIMITED,	/* new destinations not asked for: ask rate (SP_PM_ASK_BURST) */
 	SP_PM_KERNEL,		/* fentry kernels: paths learned from the kernel's own discoveries */
+	SP_PM_CLAMP_REFUSED,	/* clamps the kernel refused (TCP_MAXSEG from sockops: 6.1) */
 	SP_PM_NR,
 };
 

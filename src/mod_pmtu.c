@@ -167,6 +167,9 @@ static void fit(struct sp_fit *f)
 	if (!sp_fit_need(f, SP_F_SKC_TCP) || !sp_fit_need(f, SP_F_SK_STORAGE) ||
 	    !sp_fit_need(f, SP_F_RINGBUF))
 		return;
+	sp_fit_choice(f, "clamp", SP_F_MAXSEG, "TCP_MAXSEG", "no clamp",
+		      "connections are not clamped: later connections start right only where "
+		      "pmtu.route=1 installs a route MTU, which every socket of the namespace uses");
 	sp_fit_choice(f, "namespaces", SP_F_NETNS_COOKIE, "netns cookie", "netns inode",
 		      "what a namespace learned may apply to a later namespace that gets its inode "
 		      "number, until it expires (interval_s)");
@@ -188,6 +191,7 @@ static const struct sp_counter counters[SP_PM_NR] = {
 	[SP_PM_ASKED] = { "searches_asked", "first connections to a destination not known: search asked" },
 	[SP_PM_WOULD_CLAMP] = { "would_clamp", "enforce=0: connections that would have started with a learned MSS" },
 	[SP_PM_ASKS_LIMITED] = { "asks_limited", "new destinations not asked for: more than searches_per_s (burst 64)" },
+	[SP_PM_CLAMP_REFUSED] = { "clamp_refused", "clamps the kernel refused: TCP_MAXSEG from sockops programs is 6.1 and later" },
 	[SP_PM_KERNEL] = { "learned_from_kernel", "paths learned from the kernel's own discoveries: ICMP reductions, its MTU probing (fentry kernels)" },
 };
 static const char *const states[] = { "learned", "suspect", "searched", "no_probe", "asked" };

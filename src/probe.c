@@ -9,8 +9,19 @@
  * or the EPERM this project's own CI machine gives). Version numbers are
  * only ever printed, never compared.
  */
+#define _GNU_SOURCE	/* unshare() */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
+#include <sched.h>
+#include <stddef.h>
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -46,15 +57,22 @@ const struct sp_feat_desc sp_feat_desc[SP_F_NR] = {
 	[SP_F_FENTRY_SK] = { "fentry_sk_storage", "socket storage in fentry/fexit programs", "5.11" },
 	[SP_F_ATOMICS] = { "atomics", "BPF atomic fetch and compare-and-exchange", "5.12" },
 	[SP_F_TXREHASH] = { "so_txrehash", "the SO_TXREHASH socket option", "5.18" },
+	[SP_F_MAXSEG] = { "sockops_maxseg", "TCP_MAXSEG through bpf_setsockopt() in sockops programs", "6.1" },
 };
 
-static bool probed, usable;
-static bool has[SP_F_NR];
+static bool probed, usable, maxseg_probed;
+static bool has[SP_F_NR], forced_off[SP_F_NR];
+static bool maxseg_ok(void);
 
 bool sp_has(enum sp_feat f)
 {
 	if (!probed)
 		sp_probe(NULL);
+	/* Only a connection tells, so only when asked (pmtu's fit). */
+	if (f == SP_F_MAXSEG && !maxseg_probed) {
+		maxseg_probed = true;
+		has[f] = !forced_off[f] && maxseg_ok();
+	}
 	return has[f];
 }
 
@@ -194,6 +212,106 @@ static int tp_args(const struct btf *btf, const char *name)
 	return t && btf_is_func_proto(t) ? btf_vlen(t) : -1;
 }
 
+/*
+ * TCP_MAXSEG from a sockops program: before 6.1, bpf_setsockopt() refuses
+ * every SOL_TCP option but its own few (EINVAL); from 6.1 it goes through
+ * do_tcp_setsockopt(). Nothing but a socket tells. A child process (in a
+ * network namespace of its own where it may make one) attaches a sockops
+ * program to its cgroup, ours, for as long as one loopback connection to a
+ * port of its own takes; the program acts on that connection alone and
+ * keeps what bpf_setsockopt() said. Where it cannot tell (no cgroup v2,
+ * loopback down), the answer is yes: the load works, and pmtu counts
+ * clamps the kernel refused (clamp_refused).
+ */
+static int maxseg_child(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	char mnt[PATH_MAX], line[PATH_MAX], path[2 * PATH_MAX] = "";
+	struct ifreq ifr = { .ifr_name = "lo" };
+	int lfd, cfd, map, prog, link, cg, s;
+	__u32 zero = 0, rc = 1;
+	FILE *f;
+
+	if (!unshare(CLONE_NEWNET) && (s = socket(AF_INET, SOCK_DGRAM, 0)) >= 0) {
+		ifr.ifr_flags = IFF_UP;
+		ioctl(s, SIOCSIFFLAGS, &ifr);
+		close(s);
+	}
+	sp_err_capture = line, sp_err_capture_len = sizeof(line), line[0] = '\0';
+	s = sp_cgroup2_mount(mnt, sizeof(mnt));
+	sp_err_capture = NULL;
+	if (s || !(f = fopen("/proc/self/cgroup", "r")))
+		return 2;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "0::", 3)) {
+			line[strcspn(line, "\n")] = '\0';
+			snprintf(path, sizeof(path), "%s%s", mnt, line + 3);
+		}
+	fclose(f);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (!path[0] || lfd < 0 || bind(lfd, (void *)&a, sizeof(a)) || listen(lfd, 1) ||
+	    getsockname(lfd, (void *)&a, &al) || (cg = open(path, O_RDONLY | O_DIRECTORY)) < 0 ||
+	    (map = bpf_map_create(BPF_MAP_TYPE_ARRAY, "sp_probe", 4, 4, 1, NULL)) < 0 ||
+	    bpf_map_update_elem(map, &zero, &rc, BPF_ANY))
+		return 2;
+	{
+		const struct bpf_insn insns[] = {
+			INSN(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_6, BPF_REG_1, 0, 0),
+			INSN(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_2, BPF_REG_6, offsetof(struct bpf_sock_ops, op), 0),
+			/* to "r0 = 1" at the end: insn 22 */
+			INSN(BPF_JMP32 | BPF_JNE | BPF_K, BPF_REG_2, 0, 19, BPF_SOCK_OPS_TCP_CONNECT_CB),
+			INSN(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_2, BPF_REG_6, offsetof(struct bpf_sock_ops, remote_port), 0),
+			INSN(BPF_JMP32 | BPF_JNE | BPF_K, BPF_REG_2, 0, 17, (__s32)htonl(ntohs(a.sin_port))),
+			INSN(BPF_ST | BPF_MEM | BPF_W, BPF_REG_10, 0, -4, 1000),
+			INSN(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_1, BPF_REG_6, 0, 0),
+			INSN(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_2, 0, 0, IPPROTO_TCP),
+			INSN(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_3, 0, 0, TCP_MAXSEG),
+			INSN(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_4, BPF_REG_10, 0, 0),
+			INSN(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_4, 0, 0, -4),
+			INSN(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_5, 0, 0, 4),
+			INSN(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_setsockopt),
+			INSN(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_7, BPF_REG_0, 0, 0),
+			INSN(BPF_ST | BPF_MEM | BPF_W, BPF_REG_10, 0, -8, 0),
+			INSN(BPF_LD | BPF_IMM | BPF_DW, BPF_REG_1, BPF_PSEUDO_MAP_FD, 0, map),
+			INSN(0, 0, 0, 0, 0),
+			INSN(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_2, BPF_REG_10, 0, 0),
+			INSN(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_2, 0, 0, -8),
+			INSN(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_map_lookup_elem),
+			INSN(BPF_JMP | BPF_JEQ | BPF_K, BPF_REG_0, 0, 1, 0),
+			INSN(BPF_STX | BPF_MEM | BPF_W, BPF_REG_0, BPF_REG_7, 0, 0),
+			INSN(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 1),
+			INSN(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),
+		};
+		LIBBPF_OPTS(bpf_prog_load_opts, o, .expected_attach_type = BPF_CGROUP_SOCK_OPS);
+
+		prog = bpf_prog_load(BPF_PROG_TYPE_SOCK_OPS, "sp_probe", "GPL", insns,
+				     sizeof(insns) / sizeof(insns[0]), &o);
+	}
+	if (prog < 0 || (link = bpf_link_create(prog, cg, BPF_CGROUP_SOCK_OPS, NULL)) < 0)
+		return 2;
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	s = cfd >= 0 && !connect(cfd, (void *)&a, sizeof(a));
+	close(link);
+	if (!s || bpf_map_lookup_elem(map, &zero, &rc) || rc == 1)
+		return 2;	/* the program did not run on it */
+	return rc ? 1 : 0;
+}
+
+static bool maxseg_ok(void)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid < 0)
+		return true;
+	if (!pid)
+		_exit(maxseg_child());
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return !(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+}
+
 int sp_probe(const char *btf_path)
 {
 	libbpf_print_fn_t print;
@@ -253,6 +371,7 @@ int sp_probe(const char *btf_path)
 			if (f == SP_F_NR)
 				return sp_err("SP_PROBE_OFF: unknown feature '%s' (see: stackpilot probe --json)", tok);
 			has[f] = false;
+			forced_off[f] = true;
 		}
 	}
 	return 0;
@@ -456,7 +575,7 @@ int cmd_probe(int argc, char **argv)
 		sp_json_begin_object(&j);
 		for (int f = 0; f < SP_F_NR; f++) {
 			sp_json_key(&j, sp_feat_desc[f].name);
-			sp_json_bool(&j, has[f]);
+			sp_json_bool(&j, sp_has(f));
 		}
 		sp_json_end_object(&j);
 		sp_json_end_object(&j);
@@ -464,7 +583,7 @@ int cmd_probe(int argc, char **argv)
 	} else {
 		printf("kernel features:");
 		for (int f = 0; f < SP_F_NR; f++)
-			printf(" %s%s", has[f] ? "" : "-", sp_feat_desc[f].name);
+			printf(" %s%s", sp_has(f) ? "" : "-", sp_feat_desc[f].name);
 		printf("\n");
 	}
 	return all_ok ? 0 : 1;

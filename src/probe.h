@@ -30,6 +30,7 @@ enum sp_feat {
 	SP_F_FENTRY_SK,		/* ... and may use socket storage */
 	SP_F_ATOMICS,		/* BPF atomics beyond a plain add: fetch, compare-and-exchange */
 	SP_F_TXREHASH,		/* SO_TXREHASH */
+	SP_F_MAXSEG,		/* TCP_MAXSEG through bpf_setsockopt() in sockops (probed at first ask) */
 	SP_F_NR
 };
 

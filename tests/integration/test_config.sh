@@ -29,7 +29,7 @@ get_cg() { "$SP" get --pin-path "$PIN" --cgroup "sp-test-$ID/$1" "$2" | cut -d= 
 st() { "$SP" status --pin-path "$PIN" --json | jq -r --arg c "$CG/$1" ".instances[] | select(.cgroup == \$c) | $2"; }
 
 # Programs attached to child cgroup C, as ids.
-progs_of() { bpftool cgroup show "$CG/$1" 2>/dev/null | awk 'NR > 1 { print $1 }' | sort | paste -sd, -; }
+progs_of() { cgroup_progs "$CG/$1" | sort | paste -sd, -; }
 
 has_progs() { [ -n "$(progs_of "$1")" ]; }
 no_progs() { local c; for c; do [ -z "$(progs_of "$c")" ] || return 1; done; }

@@ -281,7 +281,7 @@ t_persist_hostile_state_dir() {
 			--state-dir "$STATE" 2>&1); rc=$?
 		assert_eq $rc 1 "run with a state folder that is $1: $out"
 		[[ $out == *"$STATE"*"$2"* ]] || fail "$1: $out"
-		assert_eq "$(bpftool cgroup show "$CG" | wc -l)" 0 "programs after the refusal ($1)"
+		assert_eq "$(cgroup_progs | wc -l)" 0 "programs after the refusal ($1)"
 	}
 	ln -s "$d" "$STATE"; try "a symlink" "symlink"
 	rm "$STATE"; mkdir -m 700 "$STATE"; chown nobody "$STATE"; try "another user's" "owned by uid 65534"

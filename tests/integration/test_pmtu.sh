@@ -5,6 +5,7 @@ source "$ROOT/tests/lib_pmtu.sh"
 # The first connection stalls into the black hole; stackpilot searches the path
 # with probes; the second starts at the learned MSS and never stalls.
 t_pmtu_second_connection_learned() {
+	need_feature sockops_maxseg
 	pmtu_topo 1400; make_cgroup
 	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
 	local first second
@@ -215,6 +216,7 @@ pm_wait_searches() {
 # background; the second connection starts at the learned MSS. Connections
 # to a known destination then ask for nothing and cost no probe.
 t_pmtu_learns_before_stall() {
+	need_feature sockops_maxseg
 	pmtu_topo 1400; make_cgroup
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
 	set -- $(xfer 10.30.2.2 1000)
