@@ -250,6 +250,45 @@ t_metrics_listen() {
 	sp_stop || fail "stop"
 }
 
+# --metrics-listen keeps answering whatever clients do: a burst of 33
+# connections closed after 0.5 s (once stopped it for 60 s), then 200
+# connections held open (opened again as soon as closed) and 40 slowloris
+# connections trickling a request a byte every 2 s: a scrape every second
+# for 30 s each answers within 1 s, and the server closed held connections
+# (each has 5 s to send its request; beyond 32, the longest waiting goes).
+t_metrics_listen_held_connections() {
+	local port=$((20000 + RANDOM % 20000)) url i t0
+	url=http://127.0.0.1:$port/metrics
+	make_cgroup
+	# 512 fds: room for 128 connections, fewer than the clients below.
+	ulimit -n 512
+	mx_start "$CG" --metrics-listen "$port"
+	grep -q 'at most 128 connections at once' "$TMP/sp.err" || fail "$(grep metrics "$TMP/sp.err")"
+	mx() { ip netns exec "$NS_A" "$@"; }
+	mx curl -sf --max-time 5 "$url" >/dev/null || fail "first scrape"
+	for i in 1 2 3; do
+		mx "$TCPTOOL" hold 127.0.0.1 "$port" 33 0.5 >/dev/null || fail "burst of 33"
+		mx curl -sf --max-time 1 "$url" >/dev/null || fail "scrape after burst $i of 33 connections"
+	done
+	mx "$TCPTOOL" hold 127.0.0.1 "$port" 200 33 >"$TMP/hold" &
+	BG_PIDS+=($!)
+	mx "$TCPTOOL" hold 127.0.0.1 "$port" 40 33 2 >"$TMP/trickle" &
+	BG_PIDS+=($!)
+	sleep 1
+	for i in $(seq 30); do
+		t0=$(date +%s.%N)
+		mx curl -sf --max-time 1 "$url" >/dev/null ||
+			fail "scrape $i of 30 with 200 connections held and 40 trickling: curl exit $?"
+		sleep "$(echo "1 - ($(date +%s.%N) - $t0)" | bc | sed 's/^-.*/0/')"
+	done
+	wait "${BG_PIDS[@]}"
+	echo "holders: $(cat "$TMP/hold"); tricklers: $(cat "$TMP/trickle")" >&2
+	assert_ge "$(sed -n 's/.*closed_by_peer=\([0-9]*\).*/\1/p' "$TMP/hold")" 1 "held connections the server closed"
+	assert_ge "$(sed -n 's/.*closed_by_peer=\([0-9]*\).*/\1/p' "$TMP/trickle")" 40 "slowloris connections the server closed"
+	kill -0 "$SP_PID" || fail "the run died"
+	sp_stop || fail "stop"
+}
+
 # The real thing: Debian's Prometheus server scrapes --metrics-listen inside
 # namespace A every second; its HTTP API shows the counter grow by the
 # connections made in the cgroup.

@@ -3,10 +3,12 @@
  * tcptool: the TCP endpoints the tests and benchmarks drive.
  *   tcptool server PORT                 accept forever (IPv4 and IPv6), discard data
  *   tcptool client HOST PORT BYTES [COUNT] [TIMEOUT_S]
+ *   tcptool hold HOST PORT COUNT SECONDS [TRICKLE_S]
  * The client opens COUNT connections one after the other, sends BYTES on
  * each, waits until the peer has acked everything (SIOCOUTQ == 0), and prints
  * per connection: seconds, MSS, retransmits, RTOs (from TCP_INFO).
  * Exit 0 if every transfer completed before TIMEOUT_S (default 30).
+ * hold keeps COUNT connections open for SECONDS (see hold()).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -101,6 +103,73 @@ static int one_transfer(const struct addrinfo *ai, long bytes, double deadline)
 	return left == 0 && outq == 0 ? 0 : -1;
 }
 
+static int hold_open(const struct addrinfo *ai)
+{
+	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+	if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) && errno != EINPROGRESS) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * What a client that wants to hold a server's connections does: COUNT
+ * connections kept open for SECONDS, each one the peer closes opened again
+ * 0.2 s later. With TRICKLE_S, each sends an HTTP request that never ends,
+ * one byte every TRICKLE_S (a slowloris); without, nothing. Prints how many
+ * were opened and how many the peer closed.
+ */
+static int hold(const struct addrinfo *ai, int count, double secs, double trickle)
+{
+	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+	struct pollfd *pfd = calloc(count, sizeof(*pfd));
+	struct held { int fd; double next; size_t sent; } *h = calloc(count, sizeof(*h));
+	double end = now() + secs, t;
+	long opened = 0, closed = 0;
+	char buf[4096];
+
+	if (!pfd || !h)
+		return 1;
+	for (int i = 0; i < count; i++)
+		h[i].fd = -1;
+	while ((t = now()) < end) {
+		for (int i = 0; i < count; i++) {
+			if (h[i].fd < 0 && t >= h[i].next) {
+				h[i] = (struct held){ hold_open(ai), t + (trickle > 0 ? 0 : 1e9), 0 };
+				opened += h[i].fd >= 0;
+				if (h[i].fd < 0)
+					h[i].next = t + 0.2;
+			}
+			if (h[i].fd >= 0 && t >= h[i].next) {
+				char c = h[i].sent < sizeof(req) - 1 ? req[h[i].sent] : 'a';
+
+				/* Not connected yet: tried again next round. */
+				if (write(h[i].fd, &c, 1) == 1)
+					h[i].sent++, h[i].next = t + trickle;
+			}
+			pfd[i] = (struct pollfd){ .fd = h[i].fd, .events = POLLIN };
+		}
+		if (poll(pfd, count, 50) <= 0)
+			continue;
+		for (int i = 0; i < count; i++) {
+			ssize_t n;
+
+			if (!pfd[i].revents || h[i].fd < 0)
+				continue;
+			n = read(h[i].fd, buf, sizeof(buf));
+			if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+				continue;
+			close(h[i].fd);
+			h[i] = (struct held){ -1, now() + 0.2, 0 };
+			closed++;
+		}
+	}
+	printf("held opened=%ld closed_by_peer=%ld\n", opened, closed);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
@@ -109,8 +178,9 @@ int main(int argc, char **argv)
 
 	if (argc >= 3 && !strcmp(argv[1], "server"))
 		return serve(atoi(argv[2]));
-	if (argc < 5 || strcmp(argv[1], "client")) {
-		fprintf(stderr, "usage: tcptool server PORT | client HOST PORT BYTES [COUNT] [TIMEOUT_S]\n");
+	if (argc < 5 || (strcmp(argv[1], "client") && strcmp(argv[1], "hold"))) {
+		fprintf(stderr, "usage: tcptool server PORT | client HOST PORT BYTES [COUNT] [TIMEOUT_S] |\n"
+			"       hold HOST PORT COUNT SECONDS [TRICKLE_S]\n");
 		return 2;
 	}
 	if (argc > 5)
@@ -120,6 +190,11 @@ int main(int argc, char **argv)
 	if (getaddrinfo(argv[2], argv[3], &hints, &ai)) {
 		fprintf(stderr, "tcptool: cannot resolve %s\n", argv[2]);
 		return 2;
+	}
+	if (!strcmp(argv[1], "hold")) {
+		rc = argc > 5 ? hold(ai, atoi(argv[4]), atof(argv[5]), argc > 6 ? atof(argv[6]) : 0) : 2;
+		freeaddrinfo(ai);
+		return rc;
 	}
 	for (int i = 0; i < count; i++)
 		if (one_transfer(ai, atol(argv[4]), now() + timeout))
