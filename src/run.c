@@ -6,8 +6,10 @@
  *
  * Cgroup programs are attached through bpf_links held only by this process,
  * so even a SIGKILL detaches them; pins are removed on the normal exit path
- * and, if a killed run left some, by the next run on the same pin folder.
+ * and, if a killed run left some, by the next run on the same pin folder,
+ * whatever its modules (sp_sweep_pins).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -153,6 +155,63 @@ int sp_lock_pin_dir(const char *pin_dir)
 			return fd;
 		close(fd);
 	}
+}
+
+/* A name stackpilot pins: meta, targets, or a module's map (each starts with "MODULE_"). */
+static bool our_pin(const char *name)
+{
+	size_t n;
+
+	if (!strcmp(name, "meta") || !strcmp(name, "targets"))
+		return true;
+	for (int i = 0; i < sp_nr_modules; i++) {
+		n = strlen(sp_modules[i]->name);
+		if (!strncmp(name, sp_modules[i]->name, n) && name[n] == '_')
+			return true;
+	}
+	return false;
+}
+
+/* Our pins in dir (top: and in its folders, then removed if empty); how many went. */
+static int sweep_dir(const char *dir, bool top)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char p[600];
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+		    snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) >= (int)sizeof(p))
+			continue;
+		if (e->d_type == DT_DIR && top)
+			n += sweep_dir(p, false);
+		else if (e->d_type != DT_DIR && our_pin(e->d_name))
+			n += !unlink(p);
+	}
+	closedir(d);
+	if (!top)
+		rmdir(dir);
+	return n;
+}
+
+/*
+ * What a killed run left in the pin folder we hold the lock of, whatever
+ * modules it ran: its pins (a single run's, or a config run's interfaces'
+ * instance) and its cgroups' folders. Otherwise `get` would show a dead
+ * module's tunables, `set` would write them with exit 0, and they would stay
+ * after this run's exit. Only names stackpilot pins: the folder is ours, but
+ * may be one an operator shares with other pins by mistake.
+ */
+void sp_sweep_pins(const char *pin_dir)
+{
+	int n = sweep_dir(pin_dir, true);
+
+	if (n)
+		sp_log(SP_LOG_INFO, "removed %d pin%s a killed run left in %s", n, n == 1 ? "" : "s",
+		       pin_dir);
 }
 
 /* The runs of this process: one, or one per cgroup of a config file. */
@@ -355,6 +414,7 @@ static int setup_run(struct sp_run *run, struct run_args *a, int *lock_fd, int *
 	    (*lock_fd = sp_lock_targets(run) ? -1 : sp_lock_pin_dir(run->pin_dir)) < 0 ||
 	    sp_state_open())
 		return 1;
+	sp_sweep_pins(run->pin_dir);
 	/* Run counts and times while we run; the kernel drops this with the fd. */
 	*stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	if (*stats_fd < 0)

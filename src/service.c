@@ -12,7 +12,7 @@
  * a parent that does not exist either, by a stat of each path every
  * CHECK_MS. One that goes away is detached (its programs went with the
  * cgroup) and waited for again. A killed config run's locks go with it;
- * its pins are removed by the next run on the pin folder (sweep_pins).
+ * its pins are removed by the next run on the pin folder (sp_sweep_pins).
  *
  * SIGHUP re-reads the file. Only what changed is touched: a tunable whose
  * configured value changed is written in place into the running map (so a
@@ -20,7 +20,6 @@
  * anew, added ones are attached and removed ones detached; the others keep
  * their programs and links. A file with an error changes nothing.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -238,37 +237,6 @@ static void on_inotify(void *ctx)
 	while (read(S.ino_fd, buf, sizeof(buf)) > 0)
 		;
 	on_check(ctx);
-}
-
-/*
- * What a killed run left in the pin folder we hold the lock of: its pins
- * (the interfaces' instance, or a single run's) and its cgroups' folders.
- */
-static void sweep_pins(const char *pin_dir)
-{
-	DIR *d = opendir(pin_dir), *sub;
-	struct dirent *e, *f;
-	char p[600], q[900];
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", pin_dir, e->d_name);
-		if (e->d_type != DT_DIR) {
-			unlink(p);
-			continue;
-		}
-		if (!(sub = opendir(p)))
-			continue;
-		while ((f = readdir(sub)))
-			if (f->d_type != DT_DIR && snprintf(q, sizeof(q), "%s/%s", p, f->d_name) < (int)sizeof(q))
-				unlink(q);
-		closedir(sub);
-		rmdir(p);
-	}
-	closedir(d);
 }
 
 /* ---- reload ---------------------------------------------------------------- */
@@ -505,7 +473,7 @@ int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_
 	    (lock_fd = sp_lock_pin_dir(S.cfg->pin_dir)) < 0 || sp_private_dir(S.cfg->pin_dir, false) ||
 	    sp_state_open())
 		goto out;
-	sweep_pins(S.cfg->pin_dir);
+	sp_sweep_pins(S.cfg->pin_dir);
 	/* For the whole namespace, so the run's, not one pmtu instance's (they come and go). */
 	if (S.cfg->mtu_probing >= 0 &&
 	    sp_sysctl_own(MTU_PROBING, S.cfg->mtu_probing, &S.saved_probing, "mtu-probing"))

@@ -106,6 +106,7 @@ struct sp_run {
 int sp_run_attach(struct sp_run *run);	/* 0, or -1 with nothing left attached */
 void sp_run_detach(struct sp_run *run);
 int sp_lock_pin_dir(const char *pin_dir);	/* the folder's flock fd, or -1 */
+void sp_sweep_pins(const char *pin_dir);	/* a killed run's pins, once we hold the lock */
 /* The runs whose modules tick (every 100 ms) while the loop runs. */
 void sp_runs_add(struct sp_run *run);
 void sp_runs_del(struct sp_run *run);

@@ -129,6 +129,33 @@ t_lifecycle_sigkill_restores_route_and_sysctl() {
 	sp_stop || fail exit
 }
 
+# kill -9 of a run of every module, then a run of tcpstats alone on the same
+# pin folder: the dead run's pins of the other modules go at its start (get
+# shows tcpstats only, a set of rehash fails), and its exit leaves nothing.
+t_lifecycle_sigkill_fewer_modules_pins_removed() {
+	local rc
+	make_cgroup
+	mk_netns "$NS_A"
+	veth "$NS_A" "v${ID}a" "$NS_A" "v${ID}b"
+	: >"$TMP/sp.err"
+	sp_spawn nsenter --net="/run/netns/$NS_A" "$SP" run --pin-path "$PIN" --interval 0 \
+		--cgroup "$CG" --modules all --iface "v${ID}a"
+	[ -e "$PIN/rehash_cfg" ] && [ -e "$PIN/pmtu_cfg" ] && [ -e "$PIN/fragguard_cfg" ] ||
+		fail "pins of every module: $(ls "$PIN")"
+	sp_stop KILL
+	sp_start --cgroup "$CG" --modules tcpstats
+	grep -q "removed [0-9]* pins a killed run left in $PIN" "$TMP/sp.err" ||
+		fail "no log line: $(cat "$TMP/sp.err")"
+	assert_eq "$(ls "$PIN" | grep -Ev '^(tcpstats_.*|meta|targets)$' | tr '\n' ' ')" "" \
+		"pins of other modules after the start of tcpstats alone"
+	assert_eq "$(sp_ctl get | grep -v '^tcpstats\.' | tr '\n' ' ')" "" "tunables of other modules in get"
+	sp_ctl set rehash.prob=77 >/dev/null 2>"$TMP/e"; rc=$?
+	assert_eq "$rc" 1 "exit of set rehash.prob=77 with no rehash running ($(cat "$TMP/e"))"
+	sp_stop || fail "exit"
+	grep -q 'detached, pins removed' "$TMP/sp.out" || fail "no 'detached' line"
+	[ ! -e "$PIN" ] || fail "left in $PIN after the exit: $(ls "$PIN" | tr '\n' ' ')"
+}
+
 # One run per namespace sets tcp_mtu_probing: a second one asking for it is
 # refused with one line and attaches nothing; the first one's exit restores
 # the value from before it.
