@@ -405,17 +405,22 @@ static int parse_line(struct sp_config *c, char *line, int nr)
  * The file, if root (who runs the service) can trust it: whoever can write
  * it chooses the programs a root process attaches and their tunables, so
  * it must belong to root or to the run's user and be writable by nobody
- * else (group write only for group root), as sshd does with its files. A
- * symlink is followed (configuration managers make them) and its target
- * is what is checked. Opened without blocking, so a FIFO or a device named
- * by mistake is refused instead of hanging a reload's event loop.
+ * else (group write only for group root), as sshd does with its files; so
+ * must every folder on its way, or their owner could put a symlink to
+ * another file in its place (sp_trusted_path). A symlink is followed
+ * (configuration managers make them) and its target is what is checked.
+ * Opened without blocking, so a FIFO or a device named by mistake is
+ * refused instead of hanging a reload's event loop.
  */
 static FILE *open_config(const char *file)
 {
-	int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
 	FILE *f;
+	int fd;
 
+	if (sp_trusted_path(file))
+		return NULL;
+	fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
 		sp_err("%s: %s", file, strerror(errno));
 		return NULL;

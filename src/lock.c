@@ -15,16 +15,101 @@
 #include "sp.h"
 
 /*
+ * Whether folder st, where name e is looked up, lets anyone but root and
+ * us change what e is: 0, or -1 after one line (what names the path).
+ */
+static int folder_ok(const char *what, const char *dir, const struct stat *st,
+		     const struct stat *e)
+{
+	uid_t me = geteuid();
+	bool others = st->st_mode & S_IWOTH, group = (st->st_mode & S_IWGRP) && st->st_gid;
+
+	if (st->st_uid && st->st_uid != me)
+		return sp_err("%s: folder %s is owned by uid %u, not by root or uid %u, who could put "
+			      "another in its place: refusing it", what, dir, st->st_uid, me);
+	/* Sticky (as /tmp): others may add names there, not move ours. */
+	if ((others || group) && !((st->st_mode & S_ISVTX) && (!e->st_uid || e->st_uid == me)))
+		return sp_err("%s: folder %s is writable by %s (mode %04o), who could put another in "
+			      "its place: refusing it", what, dir, others ? "others" : "its group",
+			      st->st_mode & 07777);
+	return 0;
+}
+
+/*
+ * Like sshd's StrictModes: only root and we may change what path names.
+ * Every folder its lookup goes through, following symlinks as the kernel
+ * does (so the folder of each symlink too, and those of its target), must
+ * be root's or ours and writable by nobody else (group write only for
+ * group root), or be sticky with the name looked up in it root's or ours.
+ * Otherwise a user who can write one of them can move the file away and
+ * put a symlink to another file there, which a check of the file's owner
+ * and mode would pass. 0, or -1 after one line naming path and the folder.
+ */
+int sp_trusted_path(const char *path)
+{
+	char cur[PATH_MAX] = "", rest[PATH_MAX], next[PATH_MAX], link[PATH_MAX];
+	struct stat dir, st;
+	int links = 0;
+	ssize_t n = 0;
+
+	if (path[0] == '/')
+		snprintf(rest, sizeof(rest), "%s", path);
+	else if (!getcwd(next, sizeof(next)) ||
+		 snprintf(rest, sizeof(rest), "%s/%s", next, path) >= (int)sizeof(rest))
+		return sp_err("%s: %s", path, strerror(errno ? errno : ENAMETOOLONG));
+	/* cur: the folders resolved so far ("" is /); rest: what is left, from its first '/'. */
+	while (rest[0]) {
+		char *c = rest + strspn(rest, "/"), *end = c + strcspn(c, "/");
+		size_t l = end - c, cl = strlen(cur);
+
+		if (!l || (l == 1 && c[0] == '.')) {
+			memmove(rest, end, strlen(end) + 1);
+			continue;
+		}
+		if (l == 2 && !strncmp(c, "..", 2)) {
+			*(strrchr(cur, '/') ?: cur) = '\0';
+			memmove(rest, end, strlen(end) + 1);
+			continue;
+		}
+		if (cl + 1 + l >= sizeof(cur))
+			return sp_err("%s: %s", path, strerror(ENAMETOOLONG));
+		if (stat(cl ? cur : "/", &dir))
+			return sp_err("%s: %s: %s", path, cl ? cur : "/", strerror(errno));
+		snprintf(cur + cl, sizeof(cur) - cl, "/%.*s", (int)l, c);
+		if (lstat(cur, &st) ||
+		    (S_ISLNK(st.st_mode) && (n = readlink(cur, link, sizeof(link) - 1)) < 0))
+			return sp_err("%s: %s", path, strerror(errno));
+		cur[cl] = '\0';	/* the folder, for now */
+		if (folder_ok(path, cl ? cur : "/", &dir, &st))
+			return -1;
+		if (!S_ISLNK(st.st_mode)) {
+			cur[cl] = '/';
+			memmove(rest, end, strlen(end) + 1);
+			continue;
+		}
+		/* The target, then what was left after the symlink; from / if absolute. */
+		if (++links > 40)
+			return sp_err("%s: %s", path, strerror(ELOOP));
+		link[n] = '\0';
+		if (snprintf(next, sizeof(next), "/%s%s", link, end) >= (int)sizeof(next))
+			return sp_err("%s: %s", path, strerror(ENAMETOOLONG));
+		memcpy(rest, next, sizeof(rest));
+		if (link[0] == '/')
+			cur[0] = '\0';
+	}
+	return 0;
+}
+
+/*
  * A folder only we may change: not a symlink, owned by our effective uid
- * (root), not writable by group or others, in a parent where others cannot
- * rename it away (world-writable parents must be sticky, as bpffs mode 1777
- * and /run are). With create, made 0700 when missing; without, a missing
- * folder passes. On a bpffs mounted 1777 anyone can pre-create the pin
- * folder, then hold a flock on it or delete our pins.
+ * (root), not writable by group or others, on a path only root and we may
+ * change (sp_trusted_path: world-writable parents must be sticky, as bpffs
+ * mode 1777 and /tmp are). With create, made 0700 when missing; without, a
+ * missing folder passes. On a bpffs mounted 1777 anyone can pre-create the
+ * pin folder, then hold a flock on it or delete our pins.
  */
 int sp_private_dir(const char *path, bool create)
 {
-	char parent[PATH_MAX], *slash;
 	struct stat st;
 
 	if (create && mkdir(path, 0700) && errno != EEXIST)
@@ -40,15 +125,7 @@ int sp_private_dir(const char *path, bool create)
 	if (st.st_mode & (S_IWGRP | S_IWOTH))
 		return sp_err("%s is writable by group or others (mode %04o): refusing it",
 			      path, st.st_mode & 07777);
-	snprintf(parent, sizeof(parent), "%s", path);
-	slash = strrchr(parent, '/');
-	if (slash && slash != parent) {
-		*slash = '\0';
-		if (!stat(parent, &st) && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
-			return sp_err("%s: its parent %s is world-writable without the sticky bit: "
-				      "refusing it", path, parent);
-	}
-	return 0;
+	return sp_trusted_path(path);
 }
 
 /*

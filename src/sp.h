@@ -137,6 +137,7 @@ extern size_t sp_err_capture_len;
 int sp_parse_u32(const char *s, __u32 min, __u32 max, __u32 *out);
 int sp_check_privileges(void);
 int sp_check_btf(const char *btf_path);
+int sp_trusted_path(const char *path);
 int sp_private_dir(const char *path, bool create);
 int sp_lock_targets(struct sp_run *run);
 void sp_unlock_targets(const struct sp_run *run);

@@ -141,6 +141,53 @@ t_config_file_trust() {
 	sp_stop || fail "exit status"
 }
 
+# The folders on the way to the config file are checked as sshd's
+# StrictModes does: one another user can write (as owner, group or others)
+# refuses the file with one line, at start and on reload, since that user
+# could move the file away and put a symlink to another config in its place.
+# A symlink is followed, and the folders of its target are checked too; a
+# sticky folder (/tmp) is fine where the name in it is root's.
+t_config_folder_trust() {
+	local d=$TMP/etc out
+	cg_tree a
+	conf "[cgroup sp-test-$ID/a]" "modules = tcpstats"
+	mkdir -p "$d/sub" && cp "$TMP/sp.conf" "$d/sub/sp.conf" && cp "$TMP/sp.conf" "$TMP/other.conf" || fail setup
+	chmod 755 "$TMP" "$d" "$d/sub"
+	refused() {	# FILE FOLDER-AND-WHY: check-config and run refuse FILE, one line, nothing attached
+		out=$("$SP" check-config "$1" 2>&1) && fail "check-config accepted $1: $(ls -ld "$TMP" "$d" "$d/sub")"
+		[[ $out == "stackpilot: $1: folder $2"*"refusing it" ]] && [ "$(echo "$out" | wc -l)" = 1 ] ||
+			fail "check-config said: $out"
+		out=$(timeout 10 "$SP" run --config "$1" --state-dir "$TMP/state" 2>&1); assert_eq $? 1 "run exit status: $out"
+		assert_eq "$(progs_of a)" "" "programs after a refused run"
+	}
+	"$SP" check-config "$d/sub/sp.conf" >/dev/null || fail "good folders refused"
+	chown nobody "$d/sub"
+	refused "$d/sub/sp.conf" "$d/sub is owned by uid 65534, not by root or uid 0"
+	# What its owner can then do: the file away, a symlink to another config in its place.
+	setpriv --reuid=65534 --regid=65534 --clear-groups sh -c \
+		'mv "$0/sp.conf" "$0/old.conf" && ln -s "$1" "$0/sp.conf"' "$d/sub" "$TMP/other.conf" || fail "swap"
+	refused "$d/sub/sp.conf" "$d/sub is owned by uid 65534"
+	chown root "$d/sub"
+	chgrp nogroup "$d" && chmod 775 "$d"
+	refused "$d/sub/sp.conf" "$d is writable by its group (mode 0775)"
+	chmod 755 "$d"
+	# A symlink in a good folder to a file in a folder others can write.
+	mkdir "$TMP/open" && chmod 757 "$TMP/open" && cp "$TMP/sp.conf" "$TMP/open/sp.conf" || fail setup
+	ln -s "$TMP/open/sp.conf" "$d/link.conf"
+	refused "$d/link.conf" "$TMP/open is writable by others (mode 0757)"
+	# A relative path is checked from / too.
+	(cd "$TMP/open" && "$SP" check-config sp.conf >/dev/null 2>&1) && fail "relative path in an open folder accepted"
+	# A run whose folder becomes open: the reload is rejected, the policy stays.
+	cfg_start
+	chmod 757 "$TMP"
+	reload
+	chmod 755 "$TMP"
+	grep -q "reload rejected, the running policy stays: $TMP/sp.conf: folder $TMP is writable by others" \
+		"$TMP/sp.err" || fail "reload: $(tail -2 "$TMP/sp.err")"
+	has_progs a || fail "programs gone after a rejected reload"
+	sp_stop || fail "exit status"
+}
+
 # The issue's whole-service test: three cgroups with different policies,
 # traffic in each; each policy applies only to its own cgroup.
 t_config_three_cgroups() {

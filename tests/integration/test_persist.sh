@@ -270,14 +270,15 @@ t_persist_dry_run_fragguard() {
 	assert_eq "$(sp_ctl get fragguard.enforce)" fragguard.enforce=1 "enforce without --dry-run"
 }
 
-# The state folder itself hostile (a symlink, another user's, group-writable):
+# The state folder hostile (a symlink, another user's, group-writable, in a
+# folder another user can write):
 # the run is refused with one line naming it and nothing stays attached.
 t_persist_hostile_state_dir() {
 	local out rc d=$TMP/real
 	make_cgroup
 	mkdir -m 700 "$d"
 	try() {	# WHAT EXPECTED-TEXT
-		out=$("$SP" run --pin-path "$PIN" --cgroup "$CG" --modules rehash --persist --interval 0 \
+		out=$(timeout 10 "$SP" run --pin-path "$PIN" --cgroup "$CG" --modules rehash --persist --interval 0 \
 			--state-dir "$STATE" 2>&1); rc=$?
 		assert_eq $rc 1 "run with a state folder that is $1: $out"
 		[[ $out == *"$STATE"*"$2"* ]] || fail "$1: $out"
@@ -287,6 +288,15 @@ t_persist_hostile_state_dir() {
 	rm "$STATE"; mkdir -m 700 "$STATE"; chown nobody "$STATE"; try "another user's" "owned by uid 65534"
 	chown 0 "$STATE"; chmod 770 "$STATE"; try "group-writable" "writable by group or others"
 	chmod 700 "$STATE"
+	# A folder above it that another user can write: they could swap it for theirs.
+	local state=$STATE
+	mkdir -p "$TMP/up/u" && mv "$STATE" "$TMP/up/u/state" && chown nobody "$TMP/up/u" && chmod 755 "$TMP/up"
+	STATE=$TMP/up/u/state
+	try "in another user's folder" ": folder $TMP/up/u is owned by uid 65534"
+	chown 0 "$TMP/up/u"; chmod 777 "$TMP/up"
+	try "below a folder others can write" ": folder $TMP/up is writable by others (mode 0777)"
+	STATE=$state
+	mv "$TMP/up/u/state" "$STATE"
 	sp_start --cgroup "$CG" --modules rehash --persist --state-dir "$STATE"
 	sp_stop || fail "exit with a good state folder"
 }
