@@ -445,7 +445,7 @@ static FILE *open_config(const char *file)
 int sp_config_load(const char *file, struct sp_config *c)
 {
 	char line[1024], where[300];
-	int nr = 0, err = 0;
+	int nr = 0, err = 0, n;
 	FILE *f;
 
 	memset(c, 0, sizeof(*c));
@@ -457,10 +457,12 @@ int sp_config_load(const char *file, struct sp_config *c)
 	if (!(f = open_config(file)))
 		return -1;
 	sp_err_where = where;
-	while (!err && fgets(line, sizeof(line), f)) {
+	while (!err && (n = sp_read_line(f, line, sizeof(line))) != SP_LINE_EOF) {
 		snprintf(where, sizeof(where), "%s:%d", file, ++nr);
-		if (!strchr(line, '\n') && !feof(f))
-			err = sp_err("line longer than %zu characters", sizeof(line) - 2);
+		if (n == SP_LINE_LONG)
+			err = sp_err("line longer than %zu characters", sizeof(line) - 1);
+		else if (n == SP_LINE_NUL)
+			err = sp_err("a NUL byte in the line (not a text file?)");
 		else
 			err = parse_line(c, line, nr);
 	}

@@ -169,21 +169,15 @@ void sp_persist_bad(struct sp_persist_reader *r, const char *fmt, ...)
 
 char *sp_persist_next(struct sp_persist_reader *r)
 {
-	while (fgets(r->buf, sizeof(r->buf), r->f)) {
-		size_t n = strlen(r->buf);
+	int n;
 
+	while ((n = sp_read_line(r->f, r->buf, sizeof(r->buf))) != SP_LINE_EOF) {
 		r->line++;
-		if (n && r->buf[n - 1] == '\n') {
-			r->buf[n - 1] = '\0';
-		} else if (!feof(r->f)) {
-			int c;
-
-			while ((c = fgetc(r->f)) != EOF && c != '\n')
-				;
-			sp_persist_bad(r, "longer than %zu bytes", sizeof(r->buf) - 2);
-			continue;
-		}
-		if (r->buf[0] && r->buf[0] != '#')
+		if (n == SP_LINE_LONG)
+			sp_persist_bad(r, "longer than %zu bytes", sizeof(r->buf) - 1);
+		else if (n == SP_LINE_NUL)
+			sp_persist_bad(r, "holds a NUL byte");
+		else if (r->buf[0] && r->buf[0] != '#')
 			return r->buf;
 	}
 	if (r->bad > MAX_BAD_SHOWN)

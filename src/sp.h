@@ -135,6 +135,14 @@ extern size_t sp_err_capture_len;
 /* sp_err(), then return the exit code. */
 #define sp_fail(code, ...) (sp_err(__VA_ARGS__), (code))
 int sp_parse_u32(const char *s, __u32 min, __u32 max, __u32 *out);
+/*
+ * The next line of f in buf, without its newline: its length, or one of
+ * these, the whole line read either way. fgets() cannot tell a NUL byte
+ * from the end of the string: a line with one looked like a line too long
+ * for the buffer, and the "rest" skipped was the next line.
+ */
+enum { SP_LINE_EOF = -1, SP_LINE_LONG = -2 /* over size - 1 bytes */, SP_LINE_NUL = -3 };
+int sp_read_line(FILE *f, char *buf, size_t size);
 int sp_check_privileges(void);
 int sp_check_btf(const char *btf_path);
 int sp_trusted_path(const char *path);

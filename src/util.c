@@ -82,6 +82,25 @@ int sp_parse_u32(const char *s, __u32 min, __u32 max, __u32 *out)
 	return 0;
 }
 
+int sp_read_line(FILE *f, char *buf, size_t size)
+{
+	size_t n = 0;
+	bool nul = false, any = false;
+	int c;
+
+	while ((c = getc_unlocked(f)) != EOF && c != '\n') {
+		any = true;
+		nul |= !c;
+		if (n + 1 < size)
+			buf[n] = c;
+		n++;
+	}
+	if (c == EOF && !any)
+		return SP_LINE_EOF;
+	buf[n + 1 < size ? n : size - 1] = '\0';
+	return nul ? SP_LINE_NUL : n + 1 > size ? SP_LINE_LONG : (int)n;
+}
+
 static bool cap_effective(int cap)
 {
 	char line[256];

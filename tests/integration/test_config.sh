@@ -97,6 +97,22 @@ t_config_check() {
 	return 0
 }
 
+# A NUL byte in a line of the config file is named, with its line (it was
+# "line longer than 1022 characters"); a line really too long still is.
+t_config_nul_line_named() {
+	local f=$TMP/nul.conf out
+	cg_tree a
+	printf 'pin-path = %s\n[cgroup sp-test-%s/a]\nrehash.prob = 1\0x\nmodules = rehash\n' "$PIN" "$ID" >"$f"
+	out=$("$SP" check-config "$f" 2>&1); assert_eq $? 1 "check-config exit status: $out"
+	assert_eq "$out" "stackpilot: $f:3: a NUL byte in the line (not a text file?)" "check-config"
+	out=$(timeout 10 "$SP" run --config "$f" --state-dir "$TMP/state" 2>&1); assert_eq $? 1 "run exit status: $out"
+	[[ $out == *"$f:3: a NUL byte"* ]] || fail "run said: $out"
+	{ echo "pin-path = $PIN"; head -c 1100 /dev/zero | tr '\0' '#'; echo; } >"$f"
+	out=$("$SP" check-config "$f" 2>&1); assert_eq $? 1 "check-config exit status: $out"
+	assert_eq "$out" "stackpilot: $f:2: line longer than 1023 characters" "a long line"
+	assert_eq "$(progs_of a)" "" "programs after refused runs"
+}
+
 # A root service runs what its file says: a file others can write, or that is
 # not a regular file (a FIFO would block the event loop on reload), is refused
 # at start and on reload, which keeps the running policy.

@@ -105,6 +105,23 @@ t_persist_hostile_state_file() {
 	sp_stop || fail "exit after random bytes"
 }
 
+# A NUL byte in a line of a state file is named, with its line, and eats
+# nothing: the lines around it apply (fgets() took it for a line too long
+# and skipped the next one as its rest, with a warning about that).
+t_persist_nul_line_named() {
+	make_cgroup
+	mkdir -m 700 "$STATE"
+	local f=$STATE/cgroup-sp-test-$ID.tunables
+	printf 'cgroup sp-test-%s\nrehash.prob=41\nx\0y\nrehash.mode=1\ntcpstats.port=5555\n' "$ID" >"$f"
+	chmod 600 "$f"
+	sp_start --modules tcpstats,rehash --cgroup "sp-test-$ID" --state-dir "$STATE"
+	assert_eq "$(sp_ctl get rehash.prob rehash.mode tcpstats.port | tr '\n' ' ')" \
+		"rehash.prob=41 rehash.mode=1 tcpstats.port=5555 " "values around the NUL line"
+	grep -q "$f:3: holds a NUL byte; line ignored" "$TMP/sp.err" || fail "no warning for line 3: $(cat "$TMP/sp.err")"
+	assert_eq "$(grep -c "$f:" "$TMP/sp.err")" 1 "warnings"
+	sp_stop || fail "exit"
+}
+
 # pmtu's saved destinations, crafted: only the valid, unexpired entries of a
 # namespace that exists come back, with their remaining lifetime.
 t_persist_pmtu_file_checked() {

@@ -377,6 +377,36 @@ static void test_config(void)
 	unlink(path);
 }
 
+/* Lines as files hold them: a NUL byte is named as such and never eats the next line. */
+static void test_read_line(void)
+{
+	static const char text[] = "prob=41\nx\0y\nmode=1\n\n0123456789abcdef\nport=5555";
+	char buf[16];
+	int r[7];
+	FILE *f = fmemopen((void *)text, sizeof(text) - 1, "r");
+
+	if (!f) {
+		CHECK("read_line_fmemopen", 0);
+		return;
+	}
+	for (int i = 0; i < 7; i++)
+		r[i] = sp_read_line(f, buf, sizeof(buf));
+	fclose(f);
+	CHECK("read_line_plain", r[0] == 7);
+	CHECK("read_line_nul", r[1] == SP_LINE_NUL);
+	CHECK("read_line_after_nul", r[2] == 6);
+	CHECK("read_line_empty", r[3] == 0);
+	CHECK("read_line_long", r[4] == SP_LINE_LONG);
+	CHECK("read_line_last_without_newline", r[5] == 9 && !strcmp(buf, "port=5555") && r[6] == SP_LINE_EOF);
+	f = fmemopen((void *)text, 19, "r");	/* "prob=41", "x\0y", "mode=1" */
+	CHECK("read_line_kept", f && sp_read_line(f, buf, sizeof(buf)) == 7 && !strcmp(buf, "prob=41") &&
+	      sp_read_line(f, buf, sizeof(buf)) == SP_LINE_NUL &&
+	      sp_read_line(f, buf, sizeof(buf)) == 6 && !strcmp(buf, "mode=1") &&
+	      sp_read_line(f, buf, sizeof(buf)) == SP_LINE_EOF);
+	if (f)
+		fclose(f);
+}
+
 int main(int argc, char **argv)
 {
 	/* run.sh runs us from the repository root; a path may be given. */
@@ -393,6 +423,7 @@ int main(int argc, char **argv)
 	test_instances();
 	test_cgroup_input();
 	test_config();
+	test_read_line();
 	test_readme_tunables(readme);
 	return failures ? 1 : 0;
 }
