@@ -380,6 +380,8 @@ static void usage_set(FILE *out)
 "Change tunables of the running stackpilot; programs use the new value at once.\n"
 "All assignments are checked before any is written. --persist also saves them\n"
 "for the next run on the same cgroup (the default when the run has --persist).\n"
+"All or nothing: when they cannot be saved (a full state folder), none is\n"
+"changed, and set exits 1.\n"
 "Tunables:\n");
 	list_tunables(out);
 }
@@ -437,13 +439,23 @@ int cmd_get(int argc, char **argv)
 	return 0;
 }
 
+/* Every module of mask back to its config in cfg (a set that failed half way). */
+static void set_revert(const char *pin_dir, __u32 mask, unsigned char (*cfg)[256])
+{
+	for (int i = 0; i < sp_nr_modules; i++)
+		if ((mask & (1u << i)) && sp_cfg_write(pin_dir, sp_modules[i], cfg[i]))
+			sp_err("set: %s's tunables could not be put back: they may differ from the "
+			       "saved ones (stackpilot get shows them)", sp_modules[i]->name);
+}
+
 int cmd_set(int argc, char **argv)
 {
 	char pin_dir[256];
 	const struct sp_module *m;
 	const struct sp_tunable *t;
-	unsigned char cfg[SP_MAX_MODULES][256];
-	__u32 v, touched = 0;
+	unsigned char old[SP_MAX_MODULES][256], cfg[SP_MAX_MODULES][256];
+	struct sp_persist_txn txn;
+	__u32 v, touched = 0, written = 0;
 	int idx, rc = parse_common(argc, argv, pin_dir, sizeof(pin_dir), NULL, usage_set);
 
 	if (rc >= 0)
@@ -454,23 +466,40 @@ int cmd_set(int argc, char **argv)
 		if (sp_parse_assignment(argv[i], &m, &t, &v) || pick_cgroup(pin_dir, m))
 			return 2;
 	/*
-	 * Read every module's config before writing any, so an assignment to
-	 * a module that is not loaded fails the whole command with nothing
-	 * written; each module's map is then written once, other fields kept.
+	 * All or nothing, the save included. Every module's config is read
+	 * before any is written (an assignment to a module that is not loaded
+	 * fails the whole command); the new state file is written beside the
+	 * old one (a full folder fails here); each map is written once, its
+	 * other fields kept; only then is the file put in place, and a failure
+	 * after a map was written puts the maps back. So a change is never
+	 * live when it was to be saved and could not be.
 	 */
 	for (int i = optind; i < argc; i++) {
 		sp_parse_assignment(argv[i], &m, &t, &v);
 		sp_module_find(m->name, &idx);
-		if (!(touched & (1u << idx)) && sp_cfg_read(pin_dir, m, cfg[idx]))
+		if (!(touched & (1u << idx)) && sp_cfg_read(pin_dir, m, old[idx]))
 			return 1;
+		if (!(touched & (1u << idx)))
+			memcpy(cfg[idx], old[idx], sizeof(cfg[idx]));
 		touched |= 1u << idx;
 		memcpy(cfg[idx] + t->off, &v, sizeof(v));
 	}
-	for (int i = 0; i < sp_nr_modules; i++)
-		if ((touched & (1u << i)) && sp_cfg_write(pin_dir, sp_modules[i], cfg[i]))
-			return 1;
-	if (sp_persist_set(pin_dir, want_persist, argv + optind, argc - optind))
+	if (sp_persist_set_prepare(pin_dir, want_persist, argv + optind, argc - optind, &txn))
 		return 1;
+	for (int i = 0; i < sp_nr_modules; i++) {
+		if (!(touched & (1u << i)))
+			continue;
+		if (sp_cfg_write(pin_dir, sp_modules[i], cfg[i])) {
+			set_revert(pin_dir, written, old);
+			sp_persist_set_abort(&txn);
+			return 1;
+		}
+		written |= 1u << i;
+	}
+	if (sp_persist_set_commit(&txn)) {
+		set_revert(pin_dir, written, old);
+		return 1;
+	}
 	for (int i = optind; i < argc; i++) {
 		sp_parse_assignment(argv[i], &m, &t, &v);
 		printf("%s.%s=%u\n", m->name, t->name, v);

@@ -229,34 +229,50 @@ static FILE *open_state(const struct sp_run *run, const char *path, struct sp_pe
 
 /* ---- writing ------------------------------------------------------------ */
 
-/* path, whole or not at all: temporary file, fsync, rename, fsync of the folder. */
-static int write_atomic(const struct sp_run *run, const char *path,
-			int (*fill)(FILE *f, void *ctx), void *ctx)
+/*
+ * What path is to hold, in a temporary file beside it (PATH.tmp.PID, in
+ * tmp), fsync'd: 0, or an errno with nothing left. The first half of a
+ * write: nothing has changed yet when a full folder makes it fail.
+ */
+static int write_tmp(const struct sp_run *run, const char *path,
+		     int (*fill)(FILE *f, void *ctx), void *ctx, char *tmp, size_t len)
 {
-	char tmp[PATH_MAX + 32], head[PATH_MAX + 16];
-	int fd, dfd, err;
+	char head[PATH_MAX + 16];
+	int fd, err = 0;
 	FILE *f;
 
-	if (sp_private_dir(state_dir, true))
-		return -1;
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, getpid());
+	snprintf(tmp, len, "%s.tmp.%d", path, getpid());
 	unlink(tmp);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0 || !(f = fdopen(fd, "w"))) {
+	if (fd < 0)
+		return errno;
+	if (!(f = fdopen(fd, "w"))) {
 		err = errno;
-		if (fd >= 0)
-			close(fd), unlink(tmp);
-		return sp_err("%s: %s", tmp, strerror(err));
+		close(fd);
+		unlink(tmp);
+		return err;
 	}
 	header_of(run, head, sizeof(head));
 	fprintf(f, "# written by stackpilot; read by the next run on this cgroup\n%s\n", head);
-	err = fill(f, ctx);
-	if (fflush(f) || fsync(fd))
-		err = -1;
-	if (fclose(f) || err || rename(tmp, path)) {
+	errno = 0;
+	if (fill(f, ctx) || fflush(f) || fsync(fd))
+		err = errno ? errno : EIO;
+	if (fclose(f) && !err)
+		err = errno ? errno : EIO;
+	if (err)
+		unlink(tmp);
+	return err;
+}
+
+/* The second half: tmp in path's place, and the folder fsync'd. 0, or an errno with tmp gone. */
+static int commit_tmp(const char *tmp, const char *path)
+{
+	int dfd, err;
+
+	if (rename(tmp, path)) {
 		err = errno;
 		unlink(tmp);
-		return sp_err("writing %s: %s", path, strerror(err ? err : EIO));
+		return err;
 	}
 	dfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd >= 0) {
@@ -264,6 +280,21 @@ static int write_atomic(const struct sp_run *run, const char *path,
 		close(dfd);
 	}
 	return 0;
+}
+
+/* path, whole or not at all: temporary file, fsync, rename, fsync of the folder. */
+static int write_atomic(const struct sp_run *run, const char *path,
+			int (*fill)(FILE *f, void *ctx), void *ctx)
+{
+	char tmp[PATH_MAX + 32];
+	int err;
+
+	if (sp_private_dir(state_dir, true))
+		return -1;
+	err = write_tmp(run, path, fill, ctx, tmp, sizeof(tmp));
+	if (!err)
+		err = commit_tmp(tmp, path);
+	return err ? sp_err("writing %s: %s", path, strerror(err)) : 0;
 }
 
 /* ---- tunables ----------------------------------------------------------- */
@@ -540,7 +571,8 @@ void sp_persist_meta(const struct sp_run *run, struct sp_meta *meta)
 
 /* ---- set ---------------------------------------------------------------- */
 
-int sp_persist_set(const char *pin_dir, int force, char **assign, int n)
+int sp_persist_set_prepare(const char *pin_dir, int force, char **assign, int n,
+			   struct sp_persist_txn *txn)
 {
 	struct sp_run run = {};	/* what the files are named after */
 	const struct sp_module *m;
@@ -551,6 +583,8 @@ int sp_persist_set(const char *pin_dir, int force, char **assign, int n)
 	int fd, err;
 	__u32 v;
 
+	txn->lock_fd = -1;
+	txn->tmp[0] = '\0';
 	if (force < 0 || sp_status_read_meta(pin_dir, &meta))
 		return force < 0 ? 0 : -1;
 	if (!force && !(meta.flags & SP_META_PERSIST))
@@ -566,8 +600,12 @@ int sp_persist_set(const char *pin_dir, int force, char **assign, int n)
 		return -1;
 	/* Two `set --persist` at once: one read-modify-write after the other. */
 	fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || flock(fd, LOCK_EX))
-		return sp_err("%s: %s", state_dir, strerror(errno));
+	if (fd < 0 || flock(fd, LOCK_EX)) {
+		err = sp_err("%s: %s", state_dir, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return err;
+	}
 	s = malloc(sizeof(*s));
 	if (!s) {
 		close(fd);
@@ -577,10 +615,35 @@ int sp_persist_set(const char *pin_dir, int force, char **assign, int n)
 	for (int i = 0; i < n; i++)
 		if (!sp_parse_assignment(assign[i], &m, &t, &v))
 			saved_put(s, m, t, v);
-	err = write_atomic(&run, meta.state_file, fill_saved, s);
+	err = write_tmp(&run, meta.state_file, fill_saved, s, txn->tmp, sizeof(txn->tmp));
 	free(s);
-	close(fd);
-	return err;
+	if (err) {
+		close(fd);
+		txn->tmp[0] = '\0';
+		return sp_err("set: saving %s: %s; nothing changed", meta.state_file, strerror(err));
+	}
+	snprintf(txn->path, sizeof(txn->path), "%s", meta.state_file);
+	txn->lock_fd = fd;
+	return 0;
+}
+
+int sp_persist_set_commit(struct sp_persist_txn *txn)
+{
+	int err = txn->tmp[0] ? commit_tmp(txn->tmp, txn->path) : 0;
+
+	txn->tmp[0] = '\0';
+	sp_persist_set_abort(txn);
+	return err ? sp_err("set: saving %s: %s; nothing changed", txn->path, strerror(err)) : 0;
+}
+
+void sp_persist_set_abort(struct sp_persist_txn *txn)
+{
+	if (txn->tmp[0])
+		unlink(txn->tmp);
+	txn->tmp[0] = '\0';
+	if (txn->lock_fd >= 0)
+		close(txn->lock_fd);
+	txn->lock_fd = -1;
 }
 
 /* ---- status ------------------------------------------------------------- */

@@ -9,6 +9,7 @@
 #ifndef SP_PERSIST_H
 #define SP_PERSIST_H
 
+#include <limits.h>
 #include <stdio.h>
 #include "sp.h"
 
@@ -36,8 +37,23 @@ void sp_persist_meta(const struct sp_run *run, struct sp_meta *meta);
 /* A config reload changed a tunable: a saved value of it is replaced (0 or -1). */
 int sp_persist_reload(struct sp_run *run, const struct sp_module *m, const struct sp_tunable *t,
 		      __u32 v);
-/* `set`: write assignments to the run's state file. force: --persist (1), --no-persist (-1), neither (0). */
-int sp_persist_set(const char *pin_dir, int force, char **assign, int n);
+/*
+ * `set` saves assignments in the run's state file in two steps around its
+ * writes to the maps, so that a failed save changes nothing: prepare
+ * writes the new file beside the old one (a full folder fails here, before
+ * any map is written), holding the folder's lock; commit puts it in place
+ * (on failure the caller puts the maps back); abort drops it. With nothing
+ * to save (force: --persist 1, --no-persist -1, neither 0, as the run's
+ * default), prepare leaves txn empty and commit does nothing. 0 or -1.
+ */
+struct sp_persist_txn {
+	int lock_fd;
+	char path[PATH_MAX], tmp[PATH_MAX + 32];	/* tmp "": nothing to save */
+};
+int sp_persist_set_prepare(const char *pin_dir, int force, char **assign, int n,
+			   struct sp_persist_txn *txn);
+int sp_persist_set_commit(struct sp_persist_txn *txn);
+void sp_persist_set_abort(struct sp_persist_txn *txn);
 /* `status`: the run's persistence and dry-run records. */
 void sp_persist_report(const char *pin_dir, const struct sp_meta *meta, struct sp_report *rep);
 

@@ -283,12 +283,19 @@ static int retune(struct inst *in, const struct sp_cfg_section *sec)
 
 			if (was == now)
 				continue;
+			/*
+			 * A value `set` saved for t that cannot be replaced would come
+			 * back at the next start: the running one stays too, rather
+			 * than a change a restart silently takes back.
+			 */
+			if (saved_reload(in, m, t, now)) {
+				sp_log(SP_LOG_ERROR, "%s: %s.%s not changed to %u: the value `set` saved "
+				       "for it could not be replaced", what(in), m->name, t->name, now);
+				continue;
+			}
 			memcpy(cfg + t->off, &now, sizeof(now));
 			dirty = true;
 			changed++;
-			if (saved_reload(in, m, t, now))
-				sp_log(SP_LOG_ERROR, "%s: %s.%s: updating its saved value failed", what(in),
-				       m->name, t->name);
 			sp_log(SP_LOG_INFO, "%s%s: %s.%s %u -> %u", in->abs[0] ? "cgroup " : "",
 			       what(in), m->name, t->name, was, now);
 		}

@@ -204,6 +204,30 @@ t_config_folder_trust() {
 	sp_stop || fail "exit status"
 }
 
+# A reload changes a key `set` saved a value for, and that saved value
+# cannot be replaced (a full state folder, a small tmpfs): the running
+# value stays, with one line, rather than one a restart would take back.
+t_config_reload_unsaved_change_kept() {
+	cg_tree a
+	mkdir -m 700 "$TMP/state"
+	mount -t tmpfs -o size=64k,mode=0700 "sp-$ID" "$TMP/state" || fail "mount tmpfs"
+	on_exit umount "$TMP/state"
+	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 50"
+	cfg_start
+	"$SP" set --pin-path "$PIN" --cgroup "sp-test-$ID/a" rehash.prob=33 >/dev/null || fail set
+	head -c 1M /dev/zero >"$TMP/state/fill" 2>/dev/null
+	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 60"
+	reload
+	assert_eq "$(get_cg a rehash.prob)" 33 "running value after a reload whose save failed"
+	grep -q "sp-test-$ID/a: rehash.prob not changed to 60: the value \`set\` saved for it could not be replaced" \
+		"$TMP/sp.err" || fail "no line: $(tail -3 "$TMP/sp.err")"
+	rm "$TMP/state/fill"
+	sp_stop || fail "exit"
+	cfg_start
+	assert_eq "$(get_cg a rehash.prob)" 33 "after a restart"
+	sp_stop || fail "exit"
+}
+
 # The issue's whole-service test: three cgroups with different policies,
 # traffic in each; each policy applies only to its own cgroup.
 t_config_three_cgroups() {

@@ -318,6 +318,35 @@ t_persist_hostile_state_dir() {
 	sp_stop || fail "exit with a good state folder"
 }
 
+# `set --persist` on a full state folder (a small tmpfs): exit 1, one line,
+# and nothing changes, the running maps neither, so a restart cannot
+# silently take back what status showed; with room again it works.
+t_persist_set_full_folder() {
+	make_cgroup
+	mkdir -m 700 "$STATE"
+	mount -t tmpfs -o size=64k,mode=0700 "sp-$ID" "$STATE" || fail "mount tmpfs"
+	on_exit umount "$STATE"
+	sp_start --cgroup "$CG" --modules tcpstats,rehash --persist --state-dir "$STATE"
+	sp_ctl set rehash.prob=33 >/dev/null || fail "set with room"
+	local f=$STATE/cgroup-sp-test-$ID.tunables out rc
+	head -c 1M /dev/zero >"$STATE/fill" 2>/dev/null
+	out=$(sp_ctl set rehash.prob=44 tcpstats.port=5555 2>&1); rc=$?
+	assert_eq "$rc" 1 "exit of set on a full folder: $out"
+	assert_eq "$(sp_ctl get rehash.prob tcpstats.port | tr '\n' ' ')" "rehash.prob=33 tcpstats.port=0 " \
+		"running values after the failed set"
+	[[ $out == "stackpilot: set: saving $f: No space left on device; nothing changed" ]] || fail "set said: $out"
+	grep -qx rehash.prob=33 "$f" || fail "saved file: $(cat "$f")"
+	assert_eq "$(ls "$STATE" | grep -c '\.tmp\.')" 0 "temporary files left"
+	# --no-persist does not save: it still works on a full folder.
+	sp_ctl set --no-persist rehash.mode=1 >/dev/null || fail "set --no-persist on a full folder"
+	rm "$STATE/fill"
+	sp_ctl set rehash.prob=45 >/dev/null || fail "set with room again"
+	sp_stop || fail "exit"
+	sp_start --cgroup "$CG" --modules tcpstats,rehash --state-dir "$STATE"
+	assert_eq "$(sp_ctl get rehash.prob rehash.mode | tr '\n' ' ')" "rehash.prob=45 rehash.mode=0 " "after a restart"
+	sp_stop || fail "exit"
+}
+
 # Two shells running `set --persist` at once, each its own key, 20 times:
 # no update is lost (one read-modify-write after the other).
 t_persist_concurrent_set() {
