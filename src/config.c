@@ -505,6 +505,13 @@ int sp_config_check_host(struct sp_config *c, bool metrics)
 		if (!if_nametoindex(c->ifname[i]))
 			err = sp_err("iface %s: no such interface", c->ifname[i]);
 	}
+	/* As `run` takes it (on reload it cannot change, and is in use). */
+	if (c->key_line[SP_CFG_PIN_PATH])
+		snprintf(where, sizeof(where), "%s:%d", c->file, c->key_line[SP_CFG_PIN_PATH]);
+	else
+		snprintf(where, sizeof(where), "%s", c->file);
+	if (!err && metrics && sp_check_pin_path(c->pin_dir))
+		err = -1;
 	snprintf(where, sizeof(where), "%s:%d", c->file, c->key_line[SP_CFG_METRICS_TEXTFILE]);
 	if (!err && metrics && c->metrics_textfile[0] && sp_metrics_opt('t', c->metrics_textfile))
 		err = -1;

@@ -66,8 +66,9 @@ int sp_config_load(const char *file, struct sp_config *c);
 /*
  * The interfaces exist, this kernel runs each section's named modules (those
  * of "all" it cannot run are taken out, each with a warning), and (with
- * metrics) the metrics options are good, and are given to metrics.c, which
- * keeps pointers into c: 0 or -1, as above.
+ * metrics: not on a reload) the pin path is one `run` can use, and the
+ * metrics options are good, and are given to metrics.c, which keeps
+ * pointers into c: 0 or -1, as above.
  */
 int sp_config_check_host(struct sp_config *c, bool metrics);
 /* The pin folder name of a cgroup path as sp_config_load() normalised it. */

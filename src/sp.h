@@ -150,6 +150,7 @@ int sp_private_dir(const char *path, bool create);
 int sp_lock_targets(struct sp_run *run);
 void sp_unlock_targets(const struct sp_run *run);
 int sp_ensure_bpffs(const char *pin_dir);
+int sp_check_pin_path(const char *pin_dir);
 int sp_cgroup2_mount(char *buf, size_t len);
 extern bool sp_mounted_bpffs, sp_mounted_cgroup2;
 void sp_unmount_ours(void);

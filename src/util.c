@@ -161,6 +161,36 @@ static bool is_fs(const char *path, long magic)
 }
 
 /*
+ * Where pins may go: a folder whose parent is a bpf filesystem, or
+ * /sys/fs/bpf/NAME, where `run` mounts one (`ip netns exec` remounts /sys
+ * without it). *need_mount: it must. 0, or -1 after one line.
+ */
+static int pin_parent(const char *pin_dir, char *parent, size_t len, bool *need_mount)
+{
+	char *slash;
+
+	snprintf(parent, len, "%s", pin_dir);
+	slash = strrchr(parent, '/');
+	if (!slash || slash == parent)
+		return sp_err("pin path %s: must be a folder below a bpf filesystem", pin_dir);
+	*slash = '\0';
+	*need_mount = !is_fs(parent, BPF_FS_MAGIC);
+	if (*need_mount && strcmp(parent, "/sys/fs/bpf"))
+		return sp_err("pin path %s: %s is not a bpf filesystem", pin_dir, parent);
+	return 0;
+}
+
+/* check-config: the pin folder as `run` would take it, without mounting anything; 0 or -1. */
+int sp_check_pin_path(const char *pin_dir)
+{
+	char parent[PATH_MAX];
+	bool need_mount;
+
+	return pin_parent(pin_dir, parent, sizeof(parent), &need_mount) ||
+	       sp_private_dir(pin_dir, false) ? -1 : 0;
+}
+
+/*
  * The pin folder must be on a bpf filesystem. `ip netns exec` remounts /sys
  * without one, so mount /sys/fs/bpf when that is where the pins go. A pin
  * folder that exists must be ours; sp_lock_targets() makes a missing one.
@@ -168,16 +198,11 @@ static bool is_fs(const char *path, long magic)
 int sp_ensure_bpffs(const char *pin_dir)
 {
 	char parent[PATH_MAX];
-	char *slash;
+	bool need_mount;
 
-	snprintf(parent, sizeof(parent), "%s", pin_dir);
-	slash = strrchr(parent, '/');
-	if (!slash || slash == parent)
-		return sp_err("pin path %s: must be a folder below a bpf filesystem", pin_dir);
-	*slash = '\0';
-	if (!is_fs(parent, BPF_FS_MAGIC)) {
-		if (strcmp(parent, "/sys/fs/bpf"))
-			return sp_err("pin path %s: %s is not a bpf filesystem", pin_dir, parent);
+	if (pin_parent(pin_dir, parent, sizeof(parent), &need_mount))
+		return -1;
+	if (need_mount) {
 		if (mkdir(parent, 0755) && errno != EEXIST)
 			return sp_err("cannot mount bpffs at %s: mkdir: %s", parent, strerror(errno));
 		if (mount("bpf", parent, "bpf", 0, "mode=0700"))

@@ -113,6 +113,27 @@ t_config_nul_line_named() {
 	assert_eq "$(progs_of a)" "" "programs after refused runs"
 }
 
+# check-config checks the pin path as `run` does: /etc (not below a bpf
+# filesystem) and a folder of /tmp are refused with FILE:LINE, by run too;
+# a folder on bpffs is good.
+t_config_pin_path_checked() {
+	local f=$TMP/pin.conf out p
+	cg_tree a
+	for p in /etc "$TMP/pins"; do
+		printf 'pin-path = %s\n[cgroup sp-test-%s/a]\nmodules = tcpstats\n' "$p" "$ID" >"$f"
+		out=$("$SP" check-config "$f" 2>&1); assert_eq $? 1 "check-config exit status, pin-path = $p: $out"
+		[[ $out == "stackpilot: $f:1: pin path $p: "* ]] && [ "$(echo "$out" | wc -l)" = 1 ] ||
+			fail "check-config of pin-path = $p said: $out"
+		out=$(timeout 10 "$SP" run --config "$f" --state-dir "$TMP/state" 2>&1)
+		assert_eq $? 1 "run exit status, pin-path = $p: $out"
+		[[ $out == *"$f:1: pin path $p: "* ]] || fail "run with pin-path = $p said: $out"
+	done
+	[ -e "$TMP/pins" ] && fail "pin folder made in /tmp"
+	assert_eq "$(progs_of a)" "" "programs after refused runs"
+	printf 'pin-path = %s\n[cgroup sp-test-%s/a]\nmodules = tcpstats\n' "$PIN" "$ID" >"$f"
+	"$SP" check-config "$f" >/dev/null || fail "pin-path = $PIN refused"
+}
+
 # A root service runs what its file says: a file others can write, or that is
 # not a regular file (a FIFO would block the event loop on reload), is refused
 # at start and on reload, which keeps the running policy.
