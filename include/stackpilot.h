@@ -451,6 +451,11 @@ struct sp_meta {
 	/* How late the event loop served its periodic timers (run.c, every second). */
 	__u64 loop_delay_ns;		/* the largest lateness in the last second */
 	__u64 loop_delay_max_ns;	/* the largest since the run started */
+	/*
+	 * The --iface names: status may run in another network namespace, and
+	 * a deleted device (ifindex 0 above) has no index to name it by.
+	 */
+	char ifname[SP_MAX_IFACES][16];
 };
 
 #endif /* STACKPILOT_H */

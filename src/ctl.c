@@ -2,7 +2,6 @@
 /* status, get, set: talk to a running `stackpilot run` through its pins. */
 #include <errno.h>
 #include <getopt.h>
-#include <net/if.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +193,16 @@ static void module_json(const char *pin_dir, const struct sp_module *m, struct s
 	sp_json_end_object(j);
 }
 
+/*
+ * --iface i of the run, by the name it was given (not by its index: status
+ * may run in another network namespace), "NAME (gone)" while deleted.
+ */
+static void iface_name(const struct sp_meta *meta, __u32 i, char *buf, size_t len)
+{
+	snprintf(buf, len, "%.*s%s", (int)sizeof(meta->ifname[i]), meta->ifname[i],
+		 meta->ifindex[i] ? "" : " (gone)");
+}
+
 /* The version of the JSON layout: raised when a member changes meaning or goes. */
 #define SP_STATUS_SCHEMA 1
 
@@ -213,9 +222,9 @@ static void status_json(struct sp_json *jp, const char *pin_dir, const struct sp
 	sp_json_key(&j, "ifaces");
 	sp_json_begin_array(&j);
 	for (__u32 i = 0; i < meta->nr_ifaces && i < SP_MAX_IFACES; i++) {
-		char name[IF_NAMESIZE] = "?";
+		char name[32];
 
-		if_indextoname(meta->ifindex[i], name);
+		iface_name(meta, i, name, sizeof(name));
 		sp_json_str(&j, name);
 	}
 	sp_json_end_array(&j);
@@ -244,9 +253,9 @@ static void status_text(const char *pin_dir, const struct sp_meta *meta, bool al
 	if (meta->cgroup[0])
 		printf("cgroup %.*s\n", (int)sizeof(meta->cgroup), meta->cgroup);
 	for (__u32 i = 0; i < meta->nr_ifaces && i < SP_MAX_IFACES; i++) {
-		char name[IF_NAMESIZE] = "?";
+		char name[32];
 
-		if_indextoname(meta->ifindex[i], name);
+		iface_name(meta, i, name, sizeof(name));
 		printf("%s%s", i ? "," : "iface ", name);
 	}
 	if (meta->nr_ifaces)

@@ -63,8 +63,10 @@ int sp_run_publish_meta(struct sp_run *run)
 	meta.modules = run->modules;
 	meta.started_ns = run->started_ns;
 	meta.nr_ifaces = run->nr_ifaces;
-	for (int i = 0; i < run->nr_ifaces; i++)
+	for (int i = 0; i < run->nr_ifaces; i++) {
 		meta.ifindex[i] = run->ifindex[i];
+		snprintf(meta.ifname[i], sizeof(meta.ifname[i]), "%s", run->ifname[i]);
+	}
 	meta.nr_progs = run->nr_progs;
 	memcpy(meta.prog_ids, run->prog_ids, sizeof(meta.prog_ids));
 	/*
@@ -108,7 +110,7 @@ void sp_target_ops_register(const struct sp_target_ops *o)
 		ops[nr_ops++] = o;
 }
 
-/* The map, and meta: `status` shows the cgroup as removed, a gone device as "?". */
+/* The map, and meta: `status` shows the cgroup as removed, a device as gone. */
 static void publish(struct sp_targets *t)
 {
 	for (__u32 i = 0; i < NR_RECS; i++)

@@ -368,14 +368,17 @@ t_status_json_missing_pins() {
 t_status_hostile_meta() {
 	host_bpffs
 	mkdir "$PIN" || fail "mkdir $PIN"
-	# struct sp_meta: 384 bytes up to the end of cgroup, then flags, pad,
-	# state_file (256), the loop delays (16).
-	bpftool map create "$PIN/meta" type array key 4 value 664 entries 1 name sp_meta || fail "map create"
-	bpftool map update pinned "$PIN/meta" key 0 0 0 0 value hex 01 $(printf '00 %.0s' $(seq 127)) \
-		$(printf '41 %.0s' $(seq 256)) $(printf '00 %.0s' $(seq 280)) || fail "map update"
+	# struct sp_meta: 384 bytes up to the end of cgroup (nr_ifaces at 24),
+	# then flags, pad, state_file (256), the loop delays (16), the --iface
+	# names (8 x 16). One interface, gone (index 0), its name unterminated.
+	bpftool map create "$PIN/meta" type array key 4 value 792 entries 1 name sp_meta || fail "map create"
+	bpftool map update pinned "$PIN/meta" key 0 0 0 0 value hex 01 $(printf '00 %.0s' $(seq 23)) \
+		01 $(printf '00 %.0s' $(seq 103)) $(printf '41 %.0s' $(seq 256)) $(printf '00 %.0s' $(seq 280)) \
+		$(printf '42 %.0s' $(seq 16)) $(printf '00 %.0s' $(seq 112)) || fail "map update"
 	"$SP" status --json --pin-path "$PIN" >"$TMP/s.json" || fail "status exit $?"
 	jq -e '.pid == 1 and (.cgroup | length) == 256 and (.cgroup | test("^A+$"))' "$TMP/s.json" >/dev/null ||
 		fail "status --json of an unterminated cgroup: $(cat "$TMP/s.json")"
+	assert_eq "$(jq -c .ifaces "$TMP/s.json")" '["BBBBBBBBBBBBBBBB (gone)"]' "an unterminated interface name"
 	"$SP" status --pin-path "$PIN" | grep -qx "cgroup $(printf 'A%.0s' $(seq 256))" || fail "text status"
 	rm "$PIN/meta"
 	bpftool map create "$PIN/meta" type array key 4 value 4096 entries 1 name sp_meta || fail "map create"

@@ -240,8 +240,9 @@ t_lifecycle_cgroup_removed() {
 	sp_stop || fail "exit after the cgroup went"
 }
 
-# An --iface device is deleted: logged and shown in status; when a device of
-# that name comes back, fragguard is attached to it again.
+# An --iface device is deleted: logged and shown in status by its name, as
+# gone; when a device of that name comes back, fragguard is attached to it
+# again.
 t_lifecycle_iface_deleted_and_back() {
 	source "$ROOT/tests/lib_frag.sh"
 	frag_topo 1
@@ -249,7 +250,8 @@ t_lifecycle_iface_deleted_and_back() {
 	ip -n "$NS_R" link del rp1 || fail "link del"
 	for _ in $(seq 20); do grep -q 'rp1.*is gone' "$TMP/sp.err" && break; sleep 0.1; done
 	grep -q 'interface rp1 (index [0-9]*) is gone' "$TMP/sp.err" || fail "no log line: $(cat "$TMP/sp.err")"
-	assert_eq "$(sp_json '.ifaces | join(",")')" "?" "ifaces in status while rp1 is gone"
+	assert_eq "$(sp_json '.ifaces | join(",")')" "rp1 (gone)" "ifaces in status while rp1 is gone"
+	sp_ctl status | grep -qx 'iface rp1 (gone)' || fail "text status while rp1 is gone: $(sp_ctl status | grep iface)"
 	veth "$NS_R" rp1 "sp-$ID-p1" pr1
 	ip -n "$NS_R" addr add 10.50.1.1/24 dev rp1
 	ip -n "sp-$ID-p1" addr add 10.50.1.2/24 dev pr1
