@@ -19,6 +19,7 @@
 #include <bpf/libbpf.h>
 #include "sp.h"
 #include "probe.h"
+#include "state.h"
 #include "fragguard.skel.h"
 
 static const struct sp_tunable tunables[] = {
@@ -37,7 +38,11 @@ static const struct sp_tunable tunables[] = {
  * The tc program is attached through a tcx link where the kernel has tcx:
  * the link is this process's fd, so the program goes when the run goes,
  * kill -9 included. A clsact filter, the fallback, outlives a killed run
- * (dropping with dead settings) until the next start replaces it.
+ * (dropping with dead settings, then passing all once its heartbeat
+ * stops): it is recorded in the namespace's state file before it is
+ * attached ("fgfilter IFINDEX PROG_ID"), so that the next run in the
+ * namespace removes it, whatever its modules (undo_filter()), and the
+ * next fragguard start on the device replaces it.
  */
 struct fg_inst {
 	struct fragguard_bpf *skel;
@@ -45,8 +50,46 @@ struct fg_inst {
 	struct bpf_link *expire_link[2];
 	int tcx_fd[SP_MAX_IFACES];
 	bool hook_created[SP_MAX_IFACES], filter_attached[SP_MAX_IFACES];
+	__u32 filter_prog[SP_MAX_IFACES];	/* the program of its state entry, 0: none */
 	__u64 netns;		/* cookie of the namespace the interfaces are in */
 };
+
+/* The state entry of the filter on --iface i: gone with the filter (or the device). */
+static void filter_forget(struct sp_run *run, struct fg_inst *in, int i)
+{
+	if (in->filter_prog[i])
+		sp_state_del("fgfilter %d %u", run->ifindex[i], in->filter_prog[i]);
+	in->filter_prog[i] = 0;
+}
+
+/*
+ * "fgfilter IFINDEX PROG_ID" of a killed run: its filter, if the device
+ * still runs that program there (a later run's, or another's, is left).
+ * The clsact qdisc stays: without filters it does nothing, and others' may
+ * have been added to it since.
+ */
+static int undo_filter(const char *args)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .attach_point = BPF_TC_INGRESS);
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = FG_TC_HANDLE, .priority = FG_TC_PRIO);
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, ours, .handle = FG_TC_HANDLE, .priority = FG_TC_PRIO);
+	unsigned int id;
+	int err;
+
+	if (sscanf(args, "%d %u", &hook.ifindex, &id) != 2)
+		return -EINVAL;
+	err = bpf_tc_query(&hook, &opts);
+	if (err)	/* no such device, qdisc or filter any more */
+		return err == -ENODEV || err == -EINVAL ? -ENOENT : err;
+	return opts.prog_id == id ? bpf_tc_detach(&hook, &ours) : -ESRCH;
+}
+
+static const struct sp_state_undo filter_undo = { .kind = "fgfilter", .undo = undo_filter };
+
+__attribute__((constructor)) static void register_undo(void)
+{
+	sp_state_undo_register(&filter_undo);
+}
 
 static void stop(struct sp_run *run, void *inst)
 {
@@ -64,6 +107,7 @@ static void stop(struct sp_run *run, void *inst)
 			close(in->tcx_fd[i]);
 		if (in->filter_attached[i])
 			bpf_tc_detach(&hook, &opts);
+		filter_forget(run, in, i);
 		if (in->hook_created[i]) {
 			hook.attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS;
 			bpf_tc_hook_destroy(&hook);
@@ -78,7 +122,10 @@ static void stop(struct sp_run *run, void *inst)
 	free(in);
 }
 
-/* Where tcx is missing: a clsact filter, replacing one a killed run left. */
+/*
+ * Where tcx is missing: a clsact filter, replacing one a killed run left;
+ * on disk before it is attached, for the next run to remove if we are killed.
+ */
 static int attach_clsact(struct sp_run *run, struct fg_inst *in, int i, int prog_fd)
 {
 	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = run->ifindex[i],
@@ -86,14 +133,26 @@ static int attach_clsact(struct sp_run *run, struct fg_inst *in, int i, int prog
 	DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = FG_TC_HANDLE,
 			    .priority = FG_TC_PRIO, .prog_fd = prog_fd,
 			    .flags = BPF_TC_F_REPLACE);
-	int err = bpf_tc_hook_create(&hook);
+	struct bpf_prog_info info = {};
+	__u32 len = sizeof(info);
+	int err;
 
-	if (err && err != -EEXIST)
+	if (bpf_obj_get_info_by_fd(prog_fd, &info, &len))
+		return sp_err("fragguard: its program's id: %s", strerror(errno));
+	if (sp_state_add("fgfilter %d %u", run->ifindex[i], info.id))
+		return -1;
+	in->filter_prog[i] = info.id;
+	err = bpf_tc_hook_create(&hook);
+	if (err && err != -EEXIST) {
+		filter_forget(run, in, i);
 		return sp_err("fragguard: clsact on %s: %s", run->ifname[i], strerror(-err));
+	}
 	in->hook_created[i] = !err;
 	err = bpf_tc_attach(&hook, &opts);
-	if (err)
+	if (err) {
+		filter_forget(run, in, i);
 		return sp_err("fragguard: tc ingress on %s: %s", run->ifname[i], strerror(-err));
+	}
 	in->filter_attached[i] = true;
 	return 0;
 }
@@ -193,8 +252,8 @@ static void fit(struct sp_fit *f)
 		return;
 	sp_fit_choice(f, "attach", SP_F_TCX, "tcx", "clsact",
 		      "a run killed with SIGKILL leaves its filter attached until the next start "
-		      "removes it; from 2 s after the run's last tick it lets every fragment "
-		      "through (orphaned)");
+		      "in the namespace removes it; from 2 s after the run's last tick it lets "
+		      "every fragment through (orphaned)");
 	/* The kernel's own reassembly drops: expiries, restarts, duplicates. */
 	if (sp_has(SP_F_FRAG_REASONS))
 		sp_fit_mech(f, "kernel drops", "drop reasons", NULL);
@@ -221,6 +280,7 @@ static void iface_gone(struct sp_run *run, void *inst, int i)
 		close(in->tcx_fd[i]);
 	in->tcx_fd[i] = -1;
 	in->filter_attached[i] = in->hook_created[i] = false;
+	filter_forget(run, in, i);
 	if (in->skel)
 		bpf_map_delete_elem(bpf_map__fd(in->skel->maps.fragguard_ifs), &ifx);
 }

@@ -227,6 +227,34 @@ t_lifecycle_fragguard_sigkill_leaves_nothing() {
 	true
 }
 
+# Without tcx (forced with SP_PROBE_OFF=tcx), fragguard's clsact filter
+# outlives a run killed with SIGKILL; the next run in the namespace removes
+# it, whatever its modules, not only a fragguard start on that device. A
+# run that exits leaves no record of it.
+t_lifecycle_fragguard_clsact_removed_by_any_run() {
+	source "$ROOT/tests/lib_frag.sh"
+	local id pid
+	frag_topo 1; make_cgroup
+	export SP_PROBE_OFF=tcx
+	sp_start --modules fragguard --iface rp1
+	id=$(sp_json '.programs[] | select(.name == "sp_fragguard") | .id')
+	tc -n "$NS_R" filter show dev rp1 ingress | grep -q "id $id " || fail "no clsact filter of program $id"
+	sp_stop KILL
+	sleep 0.3
+	tc -n "$NS_R" filter show dev rp1 ingress | grep -q "id $id " || fail "the killed run's filter went by itself"
+	unset SP_PROBE_OFF
+	sp_start --modules tcpstats --cgroup "sp-test-$ID"
+	grep -q "undid 'fgfilter [0-9]* $id' left by a killed run" "$TMP/sp.err" || fail "no log line: $(cat "$TMP/sp.err")"
+	assert_eq "$(tc -n "$NS_R" filter show dev rp1 ingress)" "" "filters on rp1 after the start of tcpstats"
+	sp_stop || fail "exit"
+	export SP_PROBE_OFF=tcx
+	sp_start --modules fragguard --iface rp1
+	pid=$SP_PID
+	sp_stop || fail "exit"
+	ls /run/stackpilot/state-*-"$pid" >/dev/null 2>&1 && fail "a state file of a run that exited: $(cat /run/stackpilot/state-*-"$pid")"
+	assert_eq "$(tc -n "$NS_R" filter show dev rp1 ingress)" "" "filters on rp1 after the exit"
+}
+
 # The cgroup is removed under a run: it says so in a log line and in status,
 # and goes on until told to stop.
 t_lifecycle_cgroup_removed() {
