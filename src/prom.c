@@ -23,10 +23,12 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include "sp.h"
 #include "loop.h"
 #include "config.h"
+#include "state.h"
 
 struct lab { const char *k, *v; };
 
@@ -427,7 +429,14 @@ int sp_prom_write(const char *pin_dir, FILE *out)
 	return rc || errors ? 1 : 0;
 }
 
-static struct { char dir[256], path[300]; const char *pin_dir; struct sp_watch *w; } tf;
+/*
+ * The folder is opened once, at start, and written through that fd: a
+ * folder above it moved meanwhile (Debian's /var/lib/prometheus belongs to
+ * the prometheus user) does not send the file elsewhere.
+ */
+static struct { char dir[256]; int dfd; const char *pin_dir; struct sp_watch *w; } tf = { .dfd = -1 };
+
+#define TEXTFILE "stackpilot.prom"
 
 /*
  * A temp file in DIR, then rename: node_exporter reads either the old file
@@ -436,13 +445,14 @@ static struct { char dir[256], path[300]; const char *pin_dir; struct sp_watch *
  */
 static void textfile_write(void *ctx)
 {
-	char tmp[320];
+	char tmp[64];
 	FILE *f;
 	int fd, bad;
 
 	(void)ctx;
-	snprintf(tmp, sizeof(tmp), "%s/.stackpilot.prom.XXXXXX", tf.dir);
-	fd = mkstemp(tmp);
+	snprintf(tmp, sizeof(tmp), "." TEXTFILE ".%d", (int)getpid());
+	unlinkat(tf.dfd, tmp, 0);
+	fd = openat(tf.dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		sp_log(SP_LOG_WARN, "--metrics-textfile %s: %s", tf.dir, strerror(errno));
 		return;
@@ -450,15 +460,33 @@ static void textfile_write(void *ctx)
 	fchmod(fd, 0644);	/* node_exporter runs as its own user */
 	if (!(f = fdopen(fd, "w"))) {
 		close(fd);
-		unlink(tmp);
+		unlinkat(tf.dfd, tmp, 0);
 		return;
 	}
 	sp_prom_write(tf.pin_dir, f);
 	bad = ferror(f);
-	if (fclose(f) || bad || rename(tmp, tf.path)) {
-		sp_log(SP_LOG_WARN, "--metrics-textfile %s: cannot write: %s", tf.path, strerror(errno));
-		unlink(tmp);
+	if (fclose(f) || bad || renameat(tf.dfd, tmp, tf.dfd, TEXTFILE)) {
+		sp_log(SP_LOG_WARN, "--metrics-textfile %s/" TEXTFILE ": cannot write: %s", tf.dir,
+		       strerror(errno));
+		unlinkat(tf.dfd, tmp, 0);
 	}
+}
+
+/*
+ * Where a root process writes a file that node_exporter serves: a folder
+ * of root's (or ours) that nobody else can write, or another user could
+ * put their own metrics in our name, or have us replace a file of theirs.
+ */
+static int textfile_folder_ok(const char *dir, const struct stat *st)
+{
+	if (!S_ISDIR(st->st_mode))
+		return sp_err("--metrics-textfile %s: not a folder", dir);
+	if ((st->st_uid && st->st_uid != geteuid()) || (st->st_mode & S_IWOTH) ||
+	    ((st->st_mode & S_IWGRP) && st->st_gid))
+		return sp_err("--metrics-textfile %s: owned by uid %u, mode %04o: must belong to root "
+			      "(or uid %u) and be writable by nobody else: refusing it", dir, st->st_uid,
+			      st->st_mode & 07777, geteuid());
+	return 0;
 }
 
 int sp_prom_textfile_check(const char *dir)
@@ -468,14 +496,42 @@ int sp_prom_textfile_check(const char *dir)
 	if (dir[0] != '/' || strlen(dir) >= sizeof(tf.dir) || stat(dir, &st) || !S_ISDIR(st.st_mode))
 		return sp_fail(2, "--metrics-textfile %s: expected an existing folder, by its absolute path",
 			       dir);
-	return 0;
+	return textfile_folder_ok(dir, &st) ? 1 : 0;
+}
+
+/* "promfile DIR" of a killed run: its metrics would look current for good. */
+static int undo_textfile(const char *dir)
+{
+	char path[320];
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/" TEXTFILE, dir) >= sizeof(path))
+		return -EINVAL;
+	return unlink(path) ? -errno : 0;
+}
+
+static const struct sp_state_undo textfile_undo = { .kind = "promfile", .undo = undo_textfile };
+
+__attribute__((constructor)) static void register_undo(void)
+{
+	sp_state_undo_register(&textfile_undo);
 }
 
 int sp_prom_textfile_start(const char *dir, const char *pin_dir, unsigned int every_s)
 {
+	struct stat st;
+
 	snprintf(tf.dir, sizeof(tf.dir), "%s", dir);
-	snprintf(tf.path, sizeof(tf.path), "%s/stackpilot.prom", dir);
 	tf.pin_dir = pin_dir;
+	tf.dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (tf.dfd < 0)
+		return sp_err("--metrics-textfile %s: %s", dir, strerror(errno));
+	/* The folder opened is the one checked, whatever happened to the path since. */
+	if (fstat(tf.dfd, &st) || textfile_folder_ok(dir, &st) ||
+	    sp_state_add("promfile %s", tf.dir)) {
+		close(tf.dfd);
+		tf.dfd = -1;
+		return -1;
+	}
 	/* At once, so the file is there as soon as the run is attached. */
 	if (!(tf.w = sp_loop_timer(textfile_write, NULL)) ||
 	    sp_timer_arm(tf.w, 0, every_s * 1000))
@@ -483,12 +539,19 @@ int sp_prom_textfile_start(const char *dir, const char *pin_dir, unsigned int ev
 	return 0;
 }
 
-/* A stopped run's metrics would otherwise look current to node_exporter. */
+/*
+ * A stopped run's metrics would otherwise look current to node_exporter;
+ * a killed run's are removed by the next run in the namespace (the
+ * "promfile" entry of its state file).
+ */
 void sp_prom_textfile_stop(void)
 {
-	if (!tf.w)
+	if (tf.dfd < 0)
 		return;
 	sp_loop_unwatch(tf.w);
 	tf.w = NULL;
-	unlink(tf.path);
+	unlinkat(tf.dfd, TEXTFILE, 0);
+	close(tf.dfd);
+	tf.dfd = -1;
+	sp_state_del("promfile %s", tf.dir);
 }

@@ -16,7 +16,7 @@
 #include "probe.h"
 
 #define MAX_ENTRIES 320
-#define ENTRY_LEN 96
+#define ENTRY_LEN 300	/* "promfile" and a --metrics-textfile folder of 255 bytes */
 #define MAX_UNDO 8
 
 static char entries[MAX_ENTRIES][ENTRY_LEN];

@@ -174,6 +174,49 @@ t_metrics_textfile() {
 	[ ! -e "$dir/stackpilot.prom" ] || fail "stackpilot.prom left after the run stopped"
 }
 
+# --metrics-textfile: a folder another user owns or can write is refused
+# with one line (they could put metrics in our name, or have root replace a
+# file of theirs); the folder is held from the start, so moved away and
+# replaced by a symlink, the file is still written in it, never through the
+# symlink; after kill -9, the next run in the namespace removes the file,
+# whose counters would otherwise look current for good.
+t_metrics_textfile_folder_checked() {
+	local dir=$TMP/tf out rc ino
+	mkdir -m 755 "$dir" "$TMP/other"
+	make_cgroup
+	# A namespace of its own: the state file of the killed run is for our next run only.
+	mk_netns "$NS_A"
+	SP_NS=$NS_A
+	refused() {	# EXPECTED-TEXT
+		out=$(timeout 10 "$SP" run --pin-path "$PIN" --cgroup "$CG" --modules tcpstats \
+			--metrics-textfile "$dir" 2>&1); rc=$?
+		assert_eq "$rc" 1 "exit of a run with that folder: $out"
+		[[ $out == "stackpilot: --metrics-textfile $dir: $1"*"refusing it" ]] || fail "run said: $out"
+	}
+	chown nobody "$dir"; refused "owned by uid 65534, mode 0755"
+	chown root "$dir"; chmod 777 "$dir"; refused "owned by uid 0, mode 0777"
+	chmod 755 "$dir"
+	sp_start --cgroup "sp-test-$ID" --modules tcpstats --interval 1 --metrics-textfile "$dir"
+	for _ in $(seq 30); do [ -e "$dir/stackpilot.prom" ] && break; sleep 0.1; done
+	[ -e "$dir/stackpilot.prom" ] || fail "no $dir/stackpilot.prom"
+	mv "$dir" "$TMP/tf.moved" && ln -s "$TMP/other" "$dir" || fail "swap"
+	ino=$(stat -c %i "$TMP/tf.moved/stackpilot.prom")
+	sleep 2.2
+	[ "$(stat -c %i "$TMP/tf.moved/stackpilot.prom")" != "$ino" ] || fail "not rewritten in the folder it opened"
+	assert_eq "$(ls -A "$TMP/other")" "" "files written through the symlink"
+	sp_stop || fail "exit"
+	[ ! -e "$TMP/tf.moved/stackpilot.prom" ] || fail "stackpilot.prom left after the run stopped"
+	rm "$dir" && mv "$TMP/tf.moved" "$dir" || fail "swap back"
+	sp_start --cgroup "sp-test-$ID" --modules tcpstats --interval 1 --metrics-textfile "$dir"
+	for _ in $(seq 30); do [ -e "$dir/stackpilot.prom" ] && break; sleep 0.1; done
+	sp_stop KILL
+	[ -e "$dir/stackpilot.prom" ] || fail "no stackpilot.prom from the killed run"
+	sp_start --cgroup "sp-test-$ID" --modules tcpstats
+	grep -q "undid 'promfile $dir' left by a killed run" "$TMP/sp.err" || fail "no log line: $(cat "$TMP/sp.err")"
+	[ ! -e "$dir/stackpilot.prom" ] || fail "a killed run's stackpilot.prom after the next start"
+	sp_stop || fail "exit"
+}
+
 t_metrics_usage_errors() {
 	"$SP" run --pin-path "$PIN" --metrics-textfile relative/dir >/dev/null 2>"$TMP/e"
 	assert_eq "$?" 2 "relative --metrics-textfile"
