@@ -47,6 +47,7 @@ struct inst {
 	char abs[600];			/* the cgroup's folder; "" for the interfaces' */
 	int state;
 	ino_t ino;			/* of the cgroup attached, or that failed */
+	int pin_lock;			/* a cgroup's pin folder's flock, while attached */
 };
 
 static struct {
@@ -110,6 +111,9 @@ static void detach(struct inst *in)
 	if (in->run.cgroup_fd >= 0)
 		close(in->run.cgroup_fd);
 	in->run.cgroup_fd = -1;
+	if (in->pin_lock >= 0)
+		close(in->pin_lock);
+	in->pin_lock = -1;
 	in->state = I_WAITING;
 }
 
@@ -136,6 +140,7 @@ static int attach(struct inst *in)
 	struct sp_run *run = &in->run;
 	char where[300], mods[128];
 	struct stat st;
+	bool theirs = false;	/* the pin folder is another run's */
 	int err;
 
 	if (in->abs[0] && (stat(in->abs, &st) || !S_ISDIR(st.st_mode))) {
@@ -167,15 +172,30 @@ static int attach(struct inst *in)
 				err = sp_err("iface %s: no such interface", run->ifname[i]);
 		}
 	}
-	if (!err && !(err = sp_lock_targets(run)) && (err = sp_run_attach(run)))
-		sp_unlock_targets(run);
+	/*
+	 * A cgroup's pin folder is locked as a single run's is: a run given it
+	 * as --pin-path would otherwise take its pins for a killed run's and
+	 * remove them. (The interfaces' folder is the run's own, locked already.)
+	 */
+	if (!err)
+		err = sp_lock_targets(run);
+	if (!err && in->abs[0] && (in->pin_lock = sp_lock_pin_dir(run->pin_dir)) < 0) {
+		theirs = true;
+		err = -1;
+	}
+	if (!err)
+		err = sp_run_attach(run);
 	sp_err_where = NULL;
 	if (err) {
+		sp_unlock_targets(run);
 		if (run->cgroup_fd >= 0)
 			close(run->cgroup_fd);
 		run->cgroup_fd = -1;
-		if (in->abs[0])
+		if (in->abs[0] && !theirs)
 			rmdir(run->pin_dir);
+		if (in->pin_lock >= 0)
+			close(in->pin_lock);
+		in->pin_lock = -1;
 		in->state = I_FAILED;
 		return -1;
 	}
@@ -196,6 +216,7 @@ static struct inst *inst_new(const struct sp_cfg_section *sec)
 	}
 	in->sec = *sec;
 	in->run.cgroup_fd = -1;
+	in->pin_lock = -1;
 	if (sec->path[0])
 		snprintf(in->abs, sizeof(in->abs), "%s%s%s", S.mnt, strcmp(sec->path, "/") ? "/" : "",
 			 strcmp(sec->path, "/") ? sec->path : "");

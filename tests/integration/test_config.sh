@@ -249,6 +249,23 @@ t_config_reload_unsaved_change_kept() {
 	sp_stop || fail "exit"
 }
 
+# A cgroup's pin folder of a config run is locked as a single run's is: a
+# run given it as --pin-path is refused with one line, instead of taking
+# the live instance's pins for a killed run's and removing them.
+t_config_instance_folder_locked() {
+	local out rc
+	cg_tree a b
+	conf "[cgroup sp-test-$ID/a]" "modules = tcpstats"
+	cfg_start
+	out=$(timeout 10 "$SP" run --pin-path "$PIN/sp-test-$ID:a" --cgroup "$CG/b" --modules tcpstats \
+		--interval 0 2>&1); rc=$?
+	assert_eq "$rc" 1 "exit of a run on the instance's pin folder: $out"
+	assert_eq "$out" "stackpilot: another \`stackpilot run\` is active on $PIN/sp-test-$ID:a" "its error"
+	assert_eq "$(get_cg a tcpstats.port)" 0 "the instance's tunables after the refused run"
+	assert_eq "$(progs_of b)" "" "programs of the refused run"
+	sp_stop || fail "exit"
+}
+
 # The whole-service test: three cgroups with different policies,
 # traffic in each; each policy applies only to its own cgroup.
 t_config_three_cgroups() {
