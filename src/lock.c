@@ -101,6 +101,27 @@ int sp_trusted_path(const char *path)
 }
 
 /*
+ * A file only root and we may change: its path (sp_trusted_path), and the
+ * file itself root's or ours, writable by nobody else (group write only
+ * for group root). 0, or -1 after one line starting with "what path".
+ */
+int sp_trusted_file(const char *path, const char *what)
+{
+	struct stat st;
+
+	if (sp_trusted_path(path))
+		return -1;
+	if (stat(path, &st))
+		return sp_err("%s %s: %s", what, path, strerror(errno));
+	if (!S_ISREG(st.st_mode) || (st.st_uid && st.st_uid != geteuid()) ||
+	    (st.st_mode & S_IWOTH) || ((st.st_mode & S_IWGRP) && st.st_gid))
+		return sp_err("%s %s: owned by uid %u, mode %04o: must be a file of root (or uid %u) "
+			      "writable by nobody else: refusing it", what, path, st.st_uid,
+			      st.st_mode & 07777, geteuid());
+	return 0;
+}
+
+/*
  * A folder only we may change: not a symlink, owned by our effective uid
  * (root), not writable by group or others, on a path only root and we may
  * change (sp_trusted_path: world-writable parents must be sticky, as bpffs

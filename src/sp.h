@@ -146,6 +146,7 @@ int sp_read_line(FILE *f, char *buf, size_t size);
 int sp_check_privileges(void);
 int sp_check_btf(const char *btf_path);
 int sp_trusted_path(const char *path);
+int sp_trusted_file(const char *path, const char *what);
 int sp_private_dir(const char *path, bool create);
 int sp_lock_targets(struct sp_run *run);
 void sp_unlock_targets(const struct sp_run *run);

@@ -138,6 +138,9 @@ int sp_check_btf(const char *btf_path)
 			      p, strerror(errno));
 	if (!btf_path)
 		return 0;
+	/* It steers what the programs read of kernel memory: root's, like the config file. */
+	if (sp_trusted_file(btf_path, "--btf"))
+		return -1;
 	/* libbpf would fail later with its own error numbers (4001 for bad magic). */
 	libbpf_print_fn_t print = libbpf_set_print(NULL);	/* one line: ours */
 

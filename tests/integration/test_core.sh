@@ -320,6 +320,26 @@ t_cgroup_input_refused() {
 	assert_eq "$(sp_json .cgroup)" "$CG" "cgroup of a run given a relative path"
 }
 
+# --btf steers what the programs read of kernel memory: a file another user
+# can change (its owner, its mode, a folder on its way) is refused with one
+# line, as the config file is; the same file of root's is used.
+t_btf_file_trust() {
+	local d=$TMP/btf f=$TMP/btf/vmlinux
+	make_cgroup
+	mkdir -m 755 "$d" && cp /sys/kernel/btf/vmlinux "$f" && chmod 755 "$TMP" || fail setup
+	run_btf() { timeout 10 "$SP" run --pin-path "$PIN" --cgroup "$CG" --modules tcpstats --btf "$f" --interval 0; }
+	chown nobody "$d"
+	expect_error 1 "$f: folder $d is owned by uid 65534, not by root or uid 0" run_btf
+	chown root "$d"; chmod 666 "$f"
+	expect_error 1 "--btf $f: owned by uid 0, mode 0666: must be a file of root" run_btf
+	chmod 644 "$f"; chown nobody "$f"
+	expect_error 1 "--btf $f: owned by uid 65534, mode 0644" run_btf
+	chown root "$f"
+	[ -z "$(cgroup_progs)" ] || fail "programs attached: $(cgroup_progs)"
+	sp_start --cgroup "$CG" --modules tcpstats --btf "$f"
+	sp_stop || fail "exit with a good --btf"
+}
+
 # set: decimal only (010 is not octal 8), and nothing written unless every
 # assignment can be (its module loaded).
 t_set_checks_all_first() {
