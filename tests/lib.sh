@@ -25,6 +25,14 @@ BPFFS_BEFORE=$(stat -f -c %T /sys/fs/bpf 2>/dev/null)
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # This kernel (or machine) cannot run the test: the runner prints "SKIP name: why".
 skip() { echo "SKIP: $*" >&2; exit 77; }
+# A tool the test needs that scripts/install-deps.sh installs (or tries to,
+# as prometheus): missing, the test skips with "missing tool", which `make
+# check` (tests/check.sh) counts as a failure. A kernel's lack is
+# need_feature's (or a module the kernel refuses, sp_spawn): a skip there too.
+need_tool() { # need_tool COMMAND DEBIAN-PACKAGE
+	command -v "$1" >/dev/null ||
+		skip "missing tool $1 (Debian package $2, which scripts/install-deps.sh installs)"
+}
 # The test is about a kernel feature (a name of `stackpilot probe --json`'s
 # features; SP_PROBE_OFF applies): skipped where the kernel lacks it.
 need_feature() {

@@ -4,14 +4,6 @@
 # scraped by a Prometheus server; the README's list.
 # Each t_* runs in its own bash with tests/lib.sh sourced.
 
-# One clear line and a pass when Debian's package is not installed
-# (scripts/install-deps.sh tries to install it).
-need() { # need COMMAND PACKAGE
-	command -v "$1" >/dev/null && return 0
-	echo "SKIP: $1 missing (Debian package $2 could not be installed)" >&2
-	exit 0
-}
-
 # stackpilot run with every cgroup module and fragguard, inside namespace A
 # (its veth) but with the host's /sys: `ip netns exec` would hide the cgroup
 # v2 mount. Pins stay on the host's bpffs, so plain sp_ctl reaches them.
@@ -39,7 +31,7 @@ promtool_clean() {
 # The exposition of a run of all cgroup modules and fragguard passes promtool;
 # counters follow traffic; a cgroup path with " and \ is escaped in labels.
 t_metrics_prometheus() {
-	need promtool prometheus
+	need_tool promtool prometheus
 	local odd='q"b\c' before after
 	make_cgroup
 	mkdir "$CG/$odd" || fail "mkdir"
@@ -74,7 +66,7 @@ t_metrics_prometheus() {
 # destinations (same numbers), not the connections (ports would make new
 # series for every connection) nor the windows.
 t_metrics_rehash_tables() {
-	need promtool prometheus
+	need_tool promtool prometheus
 	source "$ROOT/tests/lib_ecmp.sh"
 	local q='.modules.rehash' sum dst prom
 	ecmp_topo 2 100mbit
@@ -138,7 +130,7 @@ t_metrics_grafana_dashboard() {
 # --metrics-textfile: the file appears, complete, is rewritten every
 # interval through a rename, and node_exporter's textfile collector serves it.
 t_metrics_textfile() {
-	need promtool prometheus
+	need_tool promtool prometheus
 	local dir=$TMP/textfile ino1 ino2 port
 	mkdir "$dir" && chmod 755 "$TMP" "$dir"
 	make_cgroup
@@ -167,11 +159,11 @@ t_metrics_textfile() {
 		grep -q '^stackpilot_tcpstats_active_opens_total{' "$TMP/ne" ||
 			fail "node_exporter does not serve the textfile: $(tail -3 "$TMP/ne.log")"
 		grep -q '^node_textfile_scrape_error 0' "$TMP/ne" || fail "node_exporter: textfile scrape error"
-	else
-		echo "SKIP: node_exporter part (Debian package prometheus-node-exporter not installed)" >&2
 	fi
 	sp_stop || fail "stop"
 	[ ! -e "$dir/stackpilot.prom" ] || fail "stackpilot.prom left after the run stopped"
+	# Everything else was checked: without node_exporter, its part is a skip.
+	need_tool prometheus-node-exporter prometheus-node-exporter
 }
 
 # --metrics-textfile: a folder another user owns or can write is refused
@@ -242,7 +234,7 @@ t_metrics_usage_errors() {
 # inside namespace A on 127.0.0.1; junk gets an error and does not block a
 # scrape; the loop goes on (the textfile is still rewritten meanwhile).
 t_metrics_listen() {
-	need promtool prometheus
+	need_tool promtool prometheus
 	local port=$((20000 + RANDOM % 20000)) url code i
 	url=http://127.0.0.1:$port
 	make_cgroup
@@ -336,7 +328,7 @@ t_metrics_listen_held_connections() {
 # namespace A every second; its HTTP API shows the counter grow by the
 # connections made in the cgroup.
 t_metrics_prometheus_server() {
-	need prometheus prometheus
+	need_tool prometheus prometheus
 	local port=$((20000 + RANDOM % 10000)) pport=$((30000 + RANDOM % 10000)) q v
 	make_cgroup
 	mx_start "$CG" --metrics-listen "$port"
