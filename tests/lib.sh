@@ -22,7 +22,22 @@ TMP=$(mktemp -d /tmp/sp-test-$ID.XXXX)
 # A run killed by a test cannot unmount the bpffs it mounted: cleanup does.
 BPFFS_BEFORE=$(stat -f -c %T /sys/fs/bpf 2>/dev/null)
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# A pipeline's status is its last failing command's: xfer's is tcptool's,
+# not its sed's. The price: `cmd | grep -q x` fails when grep stops at the
+# first match and cmd, still writing, dies of SIGPIPE: tests use has (below).
+set -o pipefail
+
+# A failure ends the test wherever fail() runs. In a subshell (a $(...), a
+# pipeline's part, a ( ... ) &) exit ends only that subshell: it also
+# signals the test's own shell, whose trap exits 1 (once the command it
+# waits for returns). A subshell that catches its failures itself (a try
+# of several) defines its own fail().
+fail() {
+	echo "FAIL: $*" >&2
+	[ "$BASHPID" = "$$" ] || kill -USR1 $$ 2>/dev/null
+	exit 1
+}
+trap 'exit 1' USR1
 # This kernel (or machine) cannot run the test: the runner prints "SKIP name: why".
 skip() { echo "SKIP: $*" >&2; exit 77; }
 # A tool the test needs that scripts/install-deps.sh installs (or tries to,
@@ -159,6 +174,25 @@ sp_ctl() {
 # status --json field: json_get KEY (crude but enough for flat numeric keys).
 status_num() {
 	sp_ctl status --json | grep -o "\"$1\":[0-9.]*" | head -1 | cut -d: -f2
+}
+
+# grep -q that reads all of stdin: has [GREP OPTIONS] PATTERN. Under
+# pipefail, `cmd | grep -q x` fails when cmd dies of SIGPIPE after grep's
+# early exit.
+has() { [ "$(grep -c "$@")" -gt 0 ]; }
+# $1 if it is an integer, else the test fails naming $2: jq prints null
+# for a missing field, and $(( null )) is 0.
+num() { [[ $1 =~ ^-?[0-9]+$ ]] || fail "${2:-value}: expected a number, got '$1'"; echo "$1"; }
+# A number of `status --json` (jq expression): sp_num '.modules.x.y'.
+sp_num() { num "$(sp_json "$1")" "status $1"; }
+# Wait for each pid, failing at the first that exited non-zero: `wait A B`
+# returns B's status alone. wait_each WHAT PID...
+wait_each() {
+	local what=$1 p rc; shift
+	for p; do
+		wait "$p"; rc=$?
+		[ "$rc" = 0 ] || fail "$what: pid $p exited $rc"
+	done
 }
 
 assert_eq() { [ "$1" = "$2" ] || fail "${3:-value}: expected '$2', got '$1'"; }

@@ -162,7 +162,7 @@ S(("::", int(sys.argv[1])), functools.partial(H, directory=sys.argv[2])).serve_f
 ' "$HTTP_PORT" "$TMP/www" >/dev/null 2>&1 &
 	BG_PIDS+=($!); disown
 	for _ in $(seq 50); do
-		ip netns exec "$1" ss -Hltn "sport = :$HTTP_PORT" | grep -q . && return 0
+		ip netns exec "$1" ss -Hltn "sport = :$HTTP_PORT" | has . && return 0
 		sleep 0.1
 	done
 	fail "http server in $1 not listening"

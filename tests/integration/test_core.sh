@@ -19,7 +19,7 @@ expect_error() {
 
 t_help() {
 	local c
-	"$SP" --help | grep -q tcpstats || fail "--help does not list modules"
+	"$SP" --help | has tcpstats || fail "--help does not list modules"
 	for c in run status get set probe; do
 		"$SP" "$c" --help >"$TMP/h" || fail "$c --help exit $?"
 		grep -q "Usage: stackpilot $c" "$TMP/h" || fail "$c --help"
@@ -31,7 +31,7 @@ t_help() {
 		[ $? = 2 ] || fail "run $c x --no-such-option-zz: exit status not 2: $(cat "$TMP/o")"
 		grep -q "unrecognized option '$c'" "$TMP/o" && fail "run --help names $c but run rejects it"
 	done
-	"$SP" get --help | grep -q 'tcpstats.port' || fail "get --help does not list tunables"
+	"$SP" get --help | has 'tcpstats.port' || fail "get --help does not list tunables"
 	expect_error 2 "unknown command 'frob'" "$SP" frob
 }
 
@@ -173,7 +173,7 @@ t_sigkill_then_rerun() {
 	# The link died with the process: nothing attached, only stale pins.
 	sleep 0.3
 	[ -z "$(cgroup_progs)" ] || fail "program still attached after SIGKILL"
-	"$SP" status --pin-path "$PIN" | grep -q 'not running: stale pins' || fail "status does not flag stale pins"
+	"$SP" status --pin-path "$PIN" | has 'not running: stale pins' || fail "status does not flag stale pins"
 	sp_start --cgroup "$CG"
 	[ -n "$(cgroup_progs)" ] || fail "rerun did not attach"
 	sp_stop || fail "rerun exit"
@@ -250,7 +250,7 @@ t_readme_bpftool() {
 	assert_eq "$(status_num active_opens)" 5 "connections to 5202 with port=70000 (ignored)"
 	# stackpilot set writes the same field.
 	"$SP" set --pin-path "$PIN" tcpstats.port=5201 >/dev/null || fail set
-	bpftool map dump pinned "$PIN/tcpstats_cfg" | grep -q '"port": 5201' || fail "bpftool dump shows no field name"
+	bpftool map dump pinned "$PIN/tcpstats_cfg" | has '"port": 5201' || fail "bpftool dump shows no field name"
 	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5202 1000 1 >/dev/null || fail client
 	assert_eq "$(status_num active_opens)" 5 "connections to 5202 after set port=5201"
 }
@@ -263,7 +263,7 @@ t_status_json() {
 		'.schema == 1 and .pid == $pid and .alive and .uptime_s >= 0 and .uptime_s < 60 and .cgroup == $cg and (.modules.tcpstats.active_opens | type) == "number"
 		 and (.programs | length) >= 1 and (.programs[0].avg_ns | type) == "number"' \
 		"$TMP/s.json" >/dev/null || fail "status --json: $(cat "$TMP/s.json")"
-	"$SP" status --pin-path "$PIN" | grep -q "^cgroup $CG" || fail "text status"
+	"$SP" status --pin-path "$PIN" | has "^cgroup $CG" || fail "text status"
 }
 
 # The README's main-job command: attaches to the root cgroup, shows status,
@@ -288,7 +288,7 @@ t_readme_main_job() {
 	ids=$("$SP" status --json | jq -r '.programs[].id')
 	[ -n "$ids" ] || fail "main job shows no programs"
 	id=$("$SP" status --json | jq -r '.programs[] | select(.name == "sp_tcpstats") | .id')
-	bpftool cgroup show "$CG2" | awk '{ print $1 }' | grep -qx "$id" || fail "sp_tcpstats ($id) not on the root cgroup"
+	bpftool cgroup show "$CG2" | awk '{ print $1 }' | has -x "$id" || fail "sp_tcpstats ($id) not on the root cgroup"
 	kill -INT -- -"$sid"	# Ctrl-C: the whole foreground process group
 	wait $sess
 	for _ in $(seq 50); do pgrep -s "$sid" >/dev/null || break; sleep 0.1; done
@@ -399,7 +399,7 @@ t_status_hostile_meta() {
 	jq -e '.pid == 1 and (.cgroup | length) == 256 and (.cgroup | test("^A+$"))' "$TMP/s.json" >/dev/null ||
 		fail "status --json of an unterminated cgroup: $(cat "$TMP/s.json")"
 	assert_eq "$(jq -c .ifaces "$TMP/s.json")" '["BBBBBBBBBBBBBBBB (gone)"]' "an unterminated interface name"
-	"$SP" status --pin-path "$PIN" | grep -qx "cgroup $(printf 'A%.0s' $(seq 256))" || fail "text status"
+	"$SP" status --pin-path "$PIN" | has -x "cgroup $(printf 'A%.0s' $(seq 256))" || fail "text status"
 	rm "$PIN/meta"
 	bpftool map create "$PIN/meta" type array key 4 value 4096 entries 1 name sp_meta || fail "map create"
 	expect_error 1 "not a stackpilot meta map" "$SP" status --pin-path "$PIN"

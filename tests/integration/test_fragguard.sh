@@ -17,7 +17,7 @@ t_fragguard_victim_survives_hog() {
 	assert_ge "$(sp_json '.modules.fragguard.refused_peer_limit')" 100 "hog datagrams refused"
 	assert_ge "$(sp_json '.modules.fragguard.completed')" 100 "victim datagrams completed"
 	# The hog is the top peer, held near its limit (1 MiB default).
-	sp_json '.modules.fragguard.top_peers[0].peer' | grep -qx 10.50.1.2 || fail "top peer is not the hog"
+	sp_json '.modules.fragguard.top_peers[0].peer' | has -x 10.50.1.2 || fail "top peer is not the hog"
 	assert_ge $((1100000 - $(sp_json '.modules.fragguard.top_peers[0].mem'))) 0 "hog memory within its limit"
 	sp_stop || fail "stackpilot exit"
 	peer 1 "$FRAGFLOOD" 10.50.1.1 3000 >/dev/null || fail "flood"
@@ -47,10 +47,10 @@ t_fragguard_runs_in_netns_without_cgroup() {
 	frag_topo 1
 	ip netns exec "$NS_R" sh -c 'mountpoint -q /sys/fs/bpf' && fail "bpffs already in the netns view"
 	sp_start --modules fragguard --iface rp1
-	sp_json '.cgroup' | grep -qx '' || fail "fragguard-only run has a cgroup"
-	bpftool link show | grep -Eq "^[0-9]+: (type 11|tcx) +prog $(sp_json '.programs[] | select(.name == "sp_fragguard") | .id') " || fail "no tcx link"
+	sp_json '.cgroup' | has -x '' || fail "fragguard-only run has a cgroup"
+	bpftool link show | has -E "^[0-9]+: (type 11|tcx) +prog $(sp_json '.programs[] | select(.name == "sp_fragguard") | .id') " || fail "no tcx link"
 	sp_stop || fail "exit"
-	tc -n "$NS_R" qdisc show dev rp1 | grep -q clsact && fail "clsact left behind"
+	tc -n "$NS_R" qdisc show dev rp1 | has clsact && fail "clsact left behind"
 	true
 }
 
@@ -62,11 +62,11 @@ t_fragguard_keeps_existing_clsact() {
 	# Someone else's filter (classic BPF: cls_bpf is the classifier we can count on).
 	tc -n "$NS_R" filter add dev rp1 ingress pref 7 bpf bytecode '1,6 0 0 0,' || fail "foreign filter"
 	sp_start --modules fragguard --iface rp1
-	bpftool link show | grep -Eq "^[0-9]+: (type 11|tcx) +prog $(sp_json '.programs[] | select(.name == "sp_fragguard") | .id') " || fail "no tcx link"
+	bpftool link show | has -E "^[0-9]+: (type 11|tcx) +prog $(sp_json '.programs[] | select(.name == "sp_fragguard") | .id') " || fail "no tcx link"
 	sp_stop || fail exit
-	tc -n "$NS_R" filter show dev rp1 ingress | grep -q 'pref 7 bpf' || fail "foreign filter removed"
-	tc -n "$NS_R" qdisc show dev rp1 | grep -q clsact || fail "foreign clsact removed"
-	tc -n "$NS_R" filter show dev rp1 ingress | grep -q sp_fragguard && fail "our filter left"
+	tc -n "$NS_R" filter show dev rp1 ingress | has 'pref 7 bpf' || fail "foreign filter removed"
+	tc -n "$NS_R" qdisc show dev rp1 | has clsact || fail "foreign clsact removed"
+	tc -n "$NS_R" filter show dev rp1 ingress | has sp_fragguard && fail "our filter left"
 	true
 }
 
@@ -76,7 +76,7 @@ t_fragguard_spoofed_flood() {
 	sp_start --modules fragguard --iface rp1 --iface rp2
 	# The victim streams first: known_kb (64) over known_s (2 s) make it known.
 	udp_delivered 2 3 5M >/dev/null
-	sp_json '.modules.fragguard.top_peers[] | select(.peer == "10.50.2.2") | .known' | grep -qx true ||
+	sp_json '.modules.fragguard.top_peers[] | select(.peer == "10.50.2.2") | .known' | has -x true ||
 		fail "victim not known after 3 s of streaming" 
 	peer 1 "$FRAGFLOOD" 10.50.1.1 20000 10.60.0.0/16 >/dev/null || fail flood
 	local with=$(udp_delivered 2 2 20M)
@@ -93,7 +93,7 @@ t_fragguard_ipv6_stream() {
 		jq '.end | 100 * .sum_received.bytes / .sum_sent.bytes')
 	awk "BEGIN { exit !($d > 95) }" || fail "IPv6 delivered $d%"
 	assert_ge "$(sp_json '.modules.fragguard.completed')" 100 "IPv6 datagrams completed"
-	sp_json '.modules.fragguard.top_peers[].peer' | grep -q '^fd50:1::$' || fail "IPv6 peer (/64) not shown"
+	sp_json '.modules.fragguard.top_peers[].peer' | has '^fd50:1::$' || fail "IPv6 peer (/64) not shown"
 }
 
 # Tunables written from outside are clamped (peer_limit_kb 0 acts as 16 KiB).
@@ -189,7 +189,7 @@ t_fragguard_floods_drain_to_zero() {
 		sleep 3
 		sp_json '.modules.fragguard | [.active_peers, .datagrams_in_progress, .tracked_mem.ipv4,
 			.tracked_mem.ipv6, .unknown_mem.ipv4, .unknown_mem.ipv6] | map(tostring) | join(" ")' |
-			grep -qx '0 0 0 0 0 0' || fail "aggregates after flood $i: $(sp_json '.modules.fragguard')"
+			has -x '0 0 0 0 0 0' || fail "aggregates after flood $i: $(sp_json '.modules.fragguard')"
 	done
 	assert_ge "$(sp_json '.modules.fragguard.expired')" 1000 "flood datagrams expired"
 	local d=$(udp_delivered 2 1 10M)

@@ -30,7 +30,7 @@ probe_agrees_with_run() {
 		else
 			[ "$ok" = false ] || fail "$m: probe --json runs is '$ok'"
 			why=$(probe_json ".modules.$m.missing.message")
-			echo "$why" | grep -Eq "^$m: needs .* \(Linux [0-9]+\.[0-9]+\), which this kernel lacks$" ||
+			echo "$why" | has -E "^$m: needs .* \(Linux [0-9]+\.[0-9]+\), which this kernel lacks$" ||
 				fail "$m: refusal '$why'"
 			${SP_NS:+ip netns exec "$SP_NS"} "$SP" run --pin-path "$PIN" --interval 0 --modules $m "${args[@]}" \
 				>"$TMP/o" 2>"$TMP/e"

@@ -197,11 +197,11 @@ t_lifecycle_fragguard_sigkill_leaves_nothing() {
 	sleep 0.3
 	if [ "$attach" = tcx ]; then
 		assert_eq "$(tc -n "$NS_R" filter show dev rp1 ingress)" "" "tc filters on rp1 after kill -9"
-		bpftool link show | grep -Eq "prog $id( |$)" && fail "a link of program $id after kill -9"
+		bpftool link show | has -E "prog $id( |$)" && fail "a link of program $id after kill -9"
 		bpftool prog show id "$id" >/dev/null 2>&1 && fail "program $id still loaded after kill -9"
 	else
 		assert_eq "$attach" clsact "attach mechanism"
-		tc -n "$NS_R" filter show dev rp1 ingress | grep -q "id $id " ||
+		tc -n "$NS_R" filter show dev rp1 ingress | has "id $id " ||
 			fail "the killed run's clsact filter is not there: $(tc -n "$NS_R" filter show dev rp1 ingress)"
 		sleep 2
 	fi
@@ -220,10 +220,10 @@ t_lifecycle_fragguard_sigkill_leaves_nothing() {
 		grep -q 'removed a stale filter on rp1' "$TMP/sp.err" || fail "no log line for the stale filter"
 	else
 		sp_start --modules fragguard --iface rp1
-		tc -n "$NS_R" filter show dev rp1 ingress | grep -q "id $id " && fail "the killed run's filter stayed"
+		tc -n "$NS_R" filter show dev rp1 ingress | has "id $id " && fail "the killed run's filter stayed"
 	fi
 	sp_stop || fail exit
-	tc -n "$NS_R" filter show dev rp1 ingress | grep -q sp_fragguard && fail "a filter of ours after exit"
+	tc -n "$NS_R" filter show dev rp1 ingress | has sp_fragguard && fail "a filter of ours after exit"
 	true
 }
 

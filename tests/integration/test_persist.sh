@@ -249,7 +249,7 @@ t_persist_pmtu_sigkill_periodic_save() {
 	sp_stop KILL
 	sp_start "${opts[@]}"
 	grep "undid 'route 10.30.2.2'" "$TMP/sp.err" || fail "the killed run's route was not undone"
-	ip -n "$NS_S" route show proto 0xa5 | grep -q "^10.30.2.2 via 10.30.1.2 dev s0 .*mtu $low" ||
+	ip -n "$NS_S" route show proto 0xa5 | has "^10.30.2.2 via 10.30.1.2 dev s0 .*mtu $low" ||
 		fail "route not restored: $(ip -n "$NS_S" route show proto 0xa5)"
 	assert_eq "$(pm_entry 10.30.2.2 route_mtu)" "$low" "restored route MTU"
 	first_after_restart "$low"
@@ -359,7 +359,7 @@ t_persist_concurrent_set() {
 	wait $b || fail "set in shell 2"
 	local f=$STATE/cgroup-sp-test-$ID.tunables
 	grep -qx rehash.prob=20 "$f" && grep -qx tcpstats.port=5020 "$f" || fail "lost update: $(cat "$f")"
-	ls "$STATE" | grep -q '\.tmp\.' && fail "temporary files left: $(ls "$STATE")"
+	ls "$STATE" | has '\.tmp\.' && fail "temporary files left: $(ls "$STATE")"
 	sp_stop || fail "exit"
 	sp_start --cgroup "$CG" --modules tcpstats,rehash --state-dir "$STATE"
 	assert_eq "$(sp_ctl get rehash.prob tcpstats.port | tr '\n' ' ')" "rehash.prob=20 tcpstats.port=5020 " "after restart"

@@ -38,7 +38,7 @@ t_pmtu_route_option() {
 	set -- $(xfer 10.30.2.2 1000000)
 	echo "first connection with the route option: $* s; route: $(ip -n "$NS_S" route show proto 0xa5)"
 	awk "BEGIN { exit !($1 < 2) }" || fail "first connection took $1 s with the route option"
-	ip -n "$NS_S" route show proto 0xa5 | grep -q '^10.30.2.2 via 10.30.1.2 dev s0 .*mtu 1[34][0-9][0-9]' ||
+	ip -n "$NS_S" route show proto 0xa5 | has '^10.30.2.2 via 10.30.1.2 dev s0 .*mtu 1[34][0-9][0-9]' ||
 		fail "no route MTU installed: $(ip -n "$NS_S" route show proto 0xa5)"
 	assert_eq "$(pm_entry 10.30.2.2 route_mtu)" "$(pm_entry 10.30.2.2 low_mtu)" "route MTU in status"
 	sp_stop || fail "exit"
@@ -154,9 +154,9 @@ t_pmtu_route_refrains_for_admin_route() {
 	grep -q 'no route MTU to fd30:2::2: an admin route fd30:2::/64.*covers it; not shadowing it' "$TMP/sp.err" ||
 		fail "no log line for the IPv6 refusal: $(cat "$TMP/sp.err")"
 	assert_eq "$(pm_entry 10.30.2.2 route_mtu)" 0 "route MTU in status"
-	ip -n "$NS_S" route show 10.30.2.2 | grep -q 'metric 100' || fail "admin route gone"
+	ip -n "$NS_S" route show 10.30.2.2 | has 'metric 100' || fail "admin route gone"
 	sp_stop || fail exit
-	ip -n "$NS_S" -6 route show fd30:2::/64 | grep -q 'metric 100' || fail "admin IPv6 route gone"
+	ip -n "$NS_S" -6 route show fd30:2::/64 | has 'metric 100' || fail "admin IPv6 route gone"
 }
 
 # A destination that answers no probe (10 tries of 10 s per size) does not
@@ -189,7 +189,7 @@ t_pmtu_run_option_errors() {
 	"$SP" run --pin-path "$PIN" --mtu-probing 3 2>"$TMP/err"; rc=$?
 	assert_eq "$rc" 2 "exit with --mtu-probing 3"
 	assert_eq "$(cat "$TMP/err")" "stackpilot: --mtu-probing 3: expected 0, 1 or 2" "error line"
-	"$SP" run --help | grep -q -- '--mtu-probing N .*pmtu: ' || fail "--mtu-probing not in run --help"
+	"$SP" run --help | has -- '--mtu-probing N .*pmtu: ' || fail "--mtu-probing not in run --help"
 	[ ! -e "$PIN" ] || fail "pin folder made by a refused run"
 }
 
@@ -256,7 +256,7 @@ server_download() {
 	in_cgroup ip netns exec "$NS_S" python3 -m http.server --bind 10.30.1.1 --directory "$TMP/www" 8080 \
 		>/dev/null 2>&1 &
 	BG_PIDS+=($!); disown
-	for _ in $(seq 50); do ip netns exec "$NS_S" ss -ltn | grep -q ':8080 ' && break; sleep 0.1; done
+	for _ in $(seq 50); do ip netns exec "$NS_S" ss -ltn | has ':8080 ' && break; sleep 0.1; done
 	fetch() { ip netns exec "$NS_D" curl -s -o /dev/null -m "$1" -w '%{time_total} %{size_download}\n' \
 		http://10.30.1.1:8080/f; }
 	# Without stackpilot the download stalls for good (tcp_mtu_probing=0).
@@ -272,7 +272,7 @@ server_download() {
 	awk "BEGIN { exit !($3 < $2) }" || fail "fetch 1 took $3 s (limit $2 s)"
 	assert_ge "$(sp_json .modules.pmtu.accepts)" 2 "accepted connections seen"
 	assert_eq "$(pm_entry 10.30.2.2 state)" searched "state of the client's entry"
-	ip -n "$NS_S" route show proto 0xa5 | grep -q '^10.30.2.2 .*mtu 1[34][0-9][0-9]' ||
+	ip -n "$NS_S" route show proto 0xa5 | has '^10.30.2.2 .*mtu 1[34][0-9][0-9]' ||
 		fail "no route MTU to the client: $(ip -n "$NS_S" route show proto 0xa5)"
 }
 
@@ -326,7 +326,7 @@ t_pmtu_research_remembers_method() {
 	grep -q '10.30.2.2: entry expired (port 5201); searching its path MTU with TCP SYNs, which answered its last search' \
 		"$TMP/sp.err" || fail "the expiry's search did not start with SYNs"
 	assert_eq "$(grep -c '10.30.2.2 does not answer ICMP echo' "$TMP/sp.err")" 1 "echo fallbacks"
-	grep '10.30.2.2: path MTU' "$TMP/sp.err" | sed -n 2p | grep -q 'by TCP SYN' || fail "second search not by SYN"
+	grep '10.30.2.2: path MTU' "$TMP/sp.err" | sed -n 2p | has 'by TCP SYN' || fail "second search not by SYN"
 	local p2=$(pm_entry 10.30.2.2 probes)
 	# The first search spent max_probes (3) echo probes that the second did not.
 	[ $((p2 - p1)) -le $((p1 - 3)) ] || fail "second search: $((p2 - p1)) probes, first $p1"
@@ -354,7 +354,7 @@ t_pmtu_rate_limits() {
 	[ "$n1" -le 11 ] || fail "$n1 probes in the first second with probes_per_s=5"
 	assert_ge "$p" 12 "probes of the black-hole search (else the limit was not tested)"
 	# One at a time: the second search began after the first ended.
-	grep -n '10.30.2.2: path MTU\|10.30.3.2: .*searching' "$TMP/sp.err" | head -1 | grep -q '10.30.2.2: path MTU' ||
+	grep -n '10.30.2.2: path MTU\|10.30.3.2: .*searching' "$TMP/sp.err" | head -1 | has '10.30.2.2: path MTU' ||
 		fail "the second search started while the first ran"
 }
 
@@ -499,7 +499,7 @@ t_pmtu_peer_mss_not_learned() {
 		'while True:' '    c, _ = s.accept()' '    while c.recv(65536): pass' '    c.close()' >"$TMP/mss.py"
 	ip netns exec "$NS_D2" python3 "$TMP/mss.py" >/dev/null 2>&1 &
 	BG_PIDS+=($!); disown
-	for _ in $(seq 50); do ip netns exec "$NS_D2" ss -ltnH | grep -q ':5203 ' && break; sleep 0.1; done
+	for _ in $(seq 50); do ip netns exec "$NS_D2" ss -ltnH | has ':5203 ' && break; sleep 0.1; done
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
 	sp_ctl set pmtu.search_new=0 >/dev/null || fail set	# learning from connections only
 	set -- $(in_cgroup ip netns exec "$NS_S" "$TCPTOOL" client 10.30.3.2 5203 300000 |
@@ -524,8 +524,8 @@ t_pmtu_route_survives_research() {
 	pm_wait_searches 10.30.2.2 3 || fail "no two searches at expiry: $(cat "$TMP/sp.err")"
 	sp_ctl set pmtu.interval_s=600 >/dev/null || fail set
 	echo "$(grep 10.30.2.2 "$TMP/sp.err")"
-	grep '10.30.2.2: path MTU' "$TMP/sp.err" | grep -q "as the route's" && fail "a search at expiry took our route's MTU for the path's"
-	ip -n "$NS_S" route show proto 0xa5 | grep -q '^10.30.2.2 .*mtu 1[34][0-9][0-9]' ||
+	grep '10.30.2.2: path MTU' "$TMP/sp.err" | has "as the route's" && fail "a search at expiry took our route's MTU for the path's"
+	ip -n "$NS_S" route show proto 0xa5 | has '^10.30.2.2 .*mtu 1[34][0-9][0-9]' ||
 		fail "route gone after the searches at expiry: $(ip -n "$NS_S" route show proto 0xa5)"
 	local low=$(pm_entry 10.30.2.2 low_mtu)
 	[ "$low" -le 1400 ] && [ "$low" -gt 1392 ] || fail "MTU $low after the searches at expiry, path 1400"
@@ -536,7 +536,7 @@ t_pmtu_route_survives_research() {
 # otherwise the route stays until exit, never searched again.
 t_pmtu_route_goes_with_evicted_entry() {
 	pm_searched_with_route
-	ip -n "$NS_S" route show proto 0xa5 | grep -q '^10.30.2.2 ' || fail "no route"
+	ip -n "$NS_S" route show proto 0xa5 | has '^10.30.2.2 ' || fail "no route"
 	local key
 	key=$(nsenter -t "$SP_PID" -m -n bpftool -j map dump pinned "$PIN/pmtu_dsts" | jq -r '.[0].key | join(" ")')
 	[ -n "$key" ] || fail "no key in the map"
@@ -648,7 +648,7 @@ t_pmtu_killed_during_search() {
 	for _ in $(seq 50); do grep -q '10.30.2.2: entry expired' "$TMP/sp.err" && break; sleep 0.1; done
 	grep -q '10.30.2.2: entry expired' "$TMP/sp.err" || fail "no search at expiry"
 	sp_stop KILL
-	ip -n "$NS_S" route show proto 0xa5 | grep -q '^10.30.2.2 ' || fail "route gone with kill -9: not tested"
+	ip -n "$NS_S" route show proto 0xa5 | has '^10.30.2.2 ' || fail "route gone with kill -9: not tested"
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
 	echo "$(cat "$TMP/sp.err")"
 	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes of the killed run after the next start"

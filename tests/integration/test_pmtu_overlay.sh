@@ -72,7 +72,7 @@ t_pmtu_overlay_route_option() {
 	set -- $(xfer "$DST4" 1000000)
 	echo "first connection: $* ; routes: $(ip -n "$NS_S" route show proto 0xa5)"
 	[ -n "${1:-}" ] && awk "BEGIN { exit !($1 < 2) }" || fail "first connection took '${1:-never}' s with the route option"
-	ip -n "$NS_S" route show proto 0xa5 | grep -q "^$DST4 dev vx0 .*mtu 13[45][0-9]" ||
+	ip -n "$NS_S" route show proto 0xa5 | has "^$DST4 dev vx0 .*mtu 13[45][0-9]" ||
 		fail "no inner route MTU: $(ip -n "$NS_S" route show proto 0xa5)"
 	sp_stop || fail exit
 	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes left after exit"

@@ -25,7 +25,9 @@ labels() {
 }
 # Most distinct labels any one flow had.
 labels_max() { labels | jq '[.[] | length] | max // 0'; }
-rh() { sp_json ".modules.rehash.$1"; }
+# A number of rehash's status; the test fails on null (a name misspelt, a
+# field gone), which $(( )) would read as 0.
+rh() { sp_num ".modules.rehash.$1"; }
 # Rehashes applied: at once, deferred and then safe, deferred and forced.
 rh_applied() { echo $(( $(rh rehash_now) + $(rh rehash_deferred_done) + $(rh rehash_deferred_forced) )); }
 
@@ -50,7 +52,7 @@ t_rehash_moves_flow() {
 	# Each applied rehash is a new label on the wire (plus the initial one).
 	assert_ge "$(labels_max)" 3 "distinct flow labels of the flow seen at R1"
 	echo "$l" | jq -e '[.[][]] | index(0) == null' >/dev/null || fail "flow label 0 on the wire: $l"
-	sp_json '.modules.rehash.connections[] | select(.dport == 5201) | .txhash' | grep -qx 0 &&
+	sp_json '.modules.rehash.connections[] | select(.dport == 5201) | .txhash' | has -x 0 &&
 		fail "txhash 0 written"
 	# The flow's bytes moved: both paths carried part of it. How much depends
 	# on when later rehashes sent it back; that all n new labels hash to the
@@ -128,7 +130,7 @@ t_rehash_ipv4_counts() {
 	assert_ge "$(rh retrans_seen)" 1 "IPv4 retransmissions seen"
 	assert_ge "$(( $(rh rehash_now) + $(rh rehash_deferred) ))" 1 "IPv4 rehash decisions"
 	kill -0 "$SP_PID" || fail "stackpilot died"
-	sp_json '.modules.rehash.connections[0].src' | grep -q '^10\.1\.0\.1$' || fail "IPv4 connection not shown"
+	sp_json '.modules.rehash.connections[0].src' | has '^10\.1\.0\.1$' || fail "IPv4 connection not shown"
 }
 
 # The rounds trigger alone (prob=0): a standing queue on the path rehashes.
@@ -177,7 +179,7 @@ t_rehash_clean_flow_no_rtt_cb() {
 	flow 3
 	local n=$(rh_applied)
 	mb=$(( $(rh bytes_delivered) / 1000000 ))
-	echo "lossy: $n rehashes, $(rh rtt_callbacks) rtt callbacks, $mb MB in all, $(rh rtt_callbacks_per_mb) per MB"
+	echo "lossy: $n rehashes, $(rh rtt_callbacks) rtt callbacks, $mb MB in all, $(sp_json .modules.rehash.rtt_callbacks_per_mb) per MB"
 	assert_ge "$n" 2 "rehashes of a lossy flow"
 	assert_ge "$(labels_max)" 3 "flow labels of the lossy flow"
 	# Deferred decisions switched RTT_CB on; they stay a small part of the ACKs
@@ -290,7 +292,7 @@ t_rehash_memory_reverts_worse_path() {
 	# and a queue not below half the old one.
 	sp_json '.modules.rehash.windows[] | select(.reverted == 1) |
 		select(.new_rate_kBps * 100 >= .old_rate_kBps * 85 or .new_qdelay_us * 2 < .old_qdelay_us)' |
-		grep -q . && fail "a revert against the rule: $(sp_json '.modules.rehash.windows')"
+		has . && fail "a revert against the rule: $(sp_json '.modules.rehash.windows')"
 	assert_ge "$(sp_json '[.modules.rehash.connections[] | .reverts] | max')" 1 "reverts in the per-connection view"
 }
 
@@ -312,7 +314,7 @@ rh_two_flows() {
 		BG_PIDS+=($!)
 	done
 	if [ -n "${1:-}" ]; then sleep 0.5; rh_inject "$1"; fi
-	wait "${BG_PIDS[-1]}" "${BG_PIDS[-2]}" || fail "iperf3"
+	wait_each "iperf3 to 5201, then to 5203" "${BG_PIDS[-1]}" "${BG_PIDS[-2]}"
 }
 
 # Policy 2 (loss density): a flow that loses far more often per byte than
@@ -711,7 +713,7 @@ t_rehash_rto_to_calm() {
 		  sleep 3; ip netns exec "$NS_R1" nft flush chain ip6 spcalm blk ) &
 		BG_PIDS+=($!)
 		in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 7 -J >"$TMP/b.json"
-		wait "${BG_PIDS[-1]}" "${BG_PIDS[-2]}" || fail "iperf3 A"
+		wait_each "the blackout, then iperf3 A" "${BG_PIDS[-1]}" "${BG_PIDS[-2]}"
 		a=$(rh_mbps <"$TMP/a.json") b=$(rh_mbps <"$TMP/b.json")
 		mb=$(echo "$b" | jq '.[3] + .[4] | floor')
 		calm=$(( $(rh rto_to_calm) - c0 ))
@@ -786,7 +788,7 @@ t_rehash_enforce_dry_run() {
 	assert_ge "$n" 2 "rehashes counted in a dry run"
 	assert_eq "$(rh dry_run_skipped)" "$n" "writes skipped"
 	assert_eq "$(labels_max)" 1 "flow labels of one flow in a dry run"
-	sp_json '.modules.rehash.connections[] | .txhash' | grep -qv '^0$' && fail "txhash shown as written"
+	sp_json '.modules.rehash.connections[] | .txhash' | has -v '^0$' && fail "txhash shown as written"
 	bpftool map update pinned "$PIN/rehash_cfg" key 0 0 0 0 value \
 		100 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0  0 0 0 0  16 0 0 0 \
 		0 0 0 0  0 0 0 0  7 0 0 0 || fail bpftool

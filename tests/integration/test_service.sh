@@ -133,7 +133,7 @@ t_install_tree() {
 	# An operator's config is never overwritten by an install, nor removed by an uninstall.
 	echo "# mine" >>"$d/etc/stackpilot/stackpilot.conf"
 	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install again"
-	tail -1 "$d/etc/stackpilot/stackpilot.conf" | grep -qx '# mine' || fail "install overwrote the config"
+	tail -1 "$d/etc/stackpilot/stackpilot.conf" | has -x '# mine' || fail "install overwrote the config"
 	make -s -C "$ROOT" uninstall PREFIX=/usr/local DESTDIR="$d" || fail "make uninstall"
 	[ -f "$d/etc/stackpilot/stackpilot.conf" ] || fail "uninstall removed a changed config"
 	rm "$d/etc/stackpilot/stackpilot.conf" && rmdir "$d/etc/stackpilot"
@@ -156,7 +156,7 @@ t_unit_verifies() {
 	echo "$out" | grep -i 'stackpilot' && fail "systemd-analyze verify complains about the unit"
 	mkdir "$TMP/bad" && sed 's/^Restart=.*/Restart=sometimes/' "$p/lib/systemd/system/stackpilot.service" >"$TMP/bad/stackpilot.service"
 	out=$(MANPATH=$p/share/man systemd-analyze verify "$TMP/bad/stackpilot.service" 2>&1)
-	echo "$out" | grep -qi 'stackpilot.service.*restart' || fail "a bad unit is not reported: $out"
+	echo "$out" | has -i 'stackpilot.service.*restart' || fail "a bad unit is not reported: $out"
 	return 0
 }
 
@@ -210,7 +210,7 @@ t_service_capabilities() {
 	set -- $(xfer 10.30.2.2 1000000)
 	echo "first connection, unit's capabilities: $* ; $(cat "$TMP/sp.err")"
 	awk "BEGIN { exit !($1 < 2) }" || fail "first connection took $1 s"
-	ip -n "$NS_S" route show proto 0xa5 | grep -q '^10.30.2.2 .*mtu 1[34][0-9][0-9]' || fail "no route MTU installed"
+	ip -n "$NS_S" route show proto 0xa5 | has '^10.30.2.2 .*mtu 1[34][0-9][0-9]' || fail "no route MTU installed"
 	sp_stop || fail "exit status"
 	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes left after exit"
 	assert_eq "$(ip netns exec "$NS_S" sysctl -n net.ipv4.tcp_mtu_probing)" 0 "tcp_mtu_probing restored"
@@ -278,7 +278,7 @@ t_bash_completion() {
 	make_cgroup
 	PATH=$BUILD:$PATH
 	source "$d/usr/local/share/bash-completion/completions/stackpilot"
-	complete -p stackpilot | grep -q _stackpilot || fail "not registered"
+	complete -p stackpilot | has _stackpilot || fail "not registered"
 	comp() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=(); _stackpilot; echo "${COMPREPLY[*]}"; }
 	assert_eq "$(comp stackpilot s)" "status set" "commands"
 	assert_eq "$(comp stackpilot run --log)" "--log-level" "run option"
@@ -337,7 +337,7 @@ t_readme_install() {
 			grep -q "sp-test-$ID" "$TMP/status" || fail "status does not show the cgroup: $(cat "$TMP/status")"
 			grep -q '^ *tcpstats' "$TMP/status" || fail "status does not show tcpstats: $(cat "$TMP/status")" ;;
 		"man stackpilot")
-			MANWIDTH=100 man -M "$d/usr/local/share/man" stackpilot 2>&1 | col -b | grep -q '^STACKPILOT(8)' ||
+			MANWIDTH=100 man -M "$d/usr/local/share/man" stackpilot 2>&1 | col -b | has '^STACKPILOT(8)' ||
 				fail "man stackpilot" ;;
 		*) fail "README command not run by this test: '$line'" ;;
 		esac
