@@ -199,6 +199,20 @@ assert_eq() { [ "$1" = "$2" ] || fail "${3:-value}: expected '$2', got '$1'"; }
 assert_ge() { [ "$1" -ge "$2" ] 2>/dev/null || fail "${3:-value}: expected >= $2, got '$1'"; }
 assert_le() { [ "$1" -le "$2" ] 2>/dev/null || fail "${3:-value}: expected <= $2, got '$1'"; }
 
+# Which of the program ids $@ are still loaded, after up to 2 s for them to
+# go: a link holding one is released a moment after the process that held
+# it exited. Empty when all went.
+progs_loaded() {
+	local id left=
+	for _ in $(seq 20); do
+		left=
+		for id; do bpftool prog show id "$id" >/dev/null 2>&1 && left+=" $id"; done
+		[ -z "$left" ] && break
+		sleep 0.1
+	done
+	echo $left
+}
+
 # Program ids attached to cgroup $1 (default the test's; empty when none).
 # Debian's bpftool 7.1 stops with an error on 5.10 at attach types that
 # kernel does not know: there, what the cgroup has beyond its parent's.

@@ -30,12 +30,16 @@ peer() { local i=$1; shift; ip netns exec "sp-$ID-p$i" "$@"; }
 frag_mem() { ip netns exec "$NS_R" awk '/^FRAG:/ { print $5 }' /proc/net/sockstat; }
 
 # Fragmented UDP from peer $1 to R for $2 s at $3 (e.g. 50M), over IPv$4
-# (default 4): percent delivered.
+# (default 4): percent delivered. An iperf3 that failed or sent nothing
+# fails the test (its 0 % would pass for a blocked victim).
 udp_delivered() {
-	local i=$1 secs=$2 rate=$3 port=$((5200 + $1)) dst=10.50.$1.1
+	local i=$1 secs=$2 rate=$3 port=$((5200 + $1)) dst=10.50.$1.1 d
 	[ "${4:-4}" = 6 ] && dst=fd50:$1::1
-	peer "$i" iperf3 -"${4:-4}" -u -l 4000 -b "$rate" -t "$secs" -c "$dst" -p "$port" -J 2>/dev/null |
-		jq '.end | if .sum_sent.bytes > 0 then 100 * .sum_received.bytes / .sum_sent.bytes else 0 end'
+	d=$(peer "$i" iperf3 -"${4:-4}" -u -l 4000 -b "$rate" -t "$secs" -c "$dst" -p "$port" -J 2>/dev/null |
+		jq '.end | select(.sum_sent.bytes > 0) | 100 * .sum_received.bytes / .sum_sent.bytes') ||
+		fail "iperf3 from peer $i to $dst port $port failed"
+	[[ $d =~ ^[0-9]+(\.[0-9]+)?(e-?[0-9]+)?$ ]] || fail "iperf3 from peer $i to $dst port $port sent nothing: '$d'"
+	echo "$d"
 }
 
 udp_servers() { # one iperf3 server per peer

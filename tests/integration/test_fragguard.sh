@@ -18,7 +18,7 @@ t_fragguard_victim_survives_hog() {
 	assert_ge "$(sp_json '.modules.fragguard.completed')" 100 "victim datagrams completed"
 	# The hog is the top peer, held near its limit (1 MiB default).
 	sp_json '.modules.fragguard.top_peers[0].peer' | has -x 10.50.1.2 || fail "top peer is not the hog"
-	assert_ge $((1100000 - $(sp_json '.modules.fragguard.top_peers[0].mem'))) 0 "hog memory within its limit"
+	assert_le "$(sp_num '.modules.fragguard.top_peers[0].mem')" 1100000 "hog memory within its limit"
 	sp_stop || fail "stackpilot exit"
 	peer 1 "$FRAGFLOOD" 10.50.1.1 3000 >/dev/null || fail "flood"
 	sleep 0.3
@@ -54,20 +54,24 @@ t_fragguard_runs_in_netns_without_cgroup() {
 	true
 }
 
-# A clsact qdisc that was there before stays; only our filter goes.
+# A clsact qdisc that was there before stays; only ours goes: the tcx link
+# (a clsact filter before 6.6) and with it the program.
 t_fragguard_keeps_existing_clsact() {
+	local id left
 	frag_topo 1
 	ip -n "$NS_R" link set rp1 down	# nothing flows
 	tc -n "$NS_R" qdisc add dev rp1 clsact || fail clsact
 	# Someone else's filter (classic BPF: cls_bpf is the classifier we can count on).
 	tc -n "$NS_R" filter add dev rp1 ingress pref 7 bpf bytecode '1,6 0 0 0,' || fail "foreign filter"
 	sp_start --modules fragguard --iface rp1
-	bpftool link show | has -E "^[0-9]+: (type 11|tcx) +prog $(sp_json '.programs[] | select(.name == "sp_fragguard") | .id') " || fail "no tcx link"
+	id=$(sp_num '.programs[] | select(.name == "sp_fragguard") | .id')
+	bpftool link show | has -E "^[0-9]+: (type 11|tcx) +prog $id " || fail "no tcx link"
 	sp_stop || fail exit
 	tc -n "$NS_R" filter show dev rp1 ingress | has 'pref 7 bpf' || fail "foreign filter removed"
 	tc -n "$NS_R" qdisc show dev rp1 | has clsact || fail "foreign clsact removed"
 	tc -n "$NS_R" filter show dev rp1 ingress | has sp_fragguard && fail "our filter left"
-	true
+	left=$(progs_loaded "$id")
+	[ -z "$left" ] || fail "sp_fragguard ($id) still loaded after exit: $(bpftool link show | grep "prog $id ")"
 }
 
 # Random spoofed sources cannot take the memory completing peers use.
@@ -104,10 +108,13 @@ t_fragguard_bpftool_clamp() {
 	nsenter -t "$SP_PID" -m -n bpftool map update pinned "$PIN/fragguard_cfg" key 0 0 0 0 value \
 		32 0 0 0  64 0 0 0  0 0 0 0  50 0 0 0  50 0 0 0  9 0 0 0  64 0 0 0  2 0 0 0 || fail bpftool
 	peer 1 "$FRAGFLOOD" 10.50.1.1 200 >/dev/null || fail flood
-	local mem=$(sp_json '.modules.fragguard.top_peers[0].mem') ref=$(sp_json '.modules.fragguard.refused_peer_limit')
-	echo "peer memory $mem, refused $ref"
+	local mem ref
+	mem=$(sp_num '.modules.fragguard.top_peers[0].mem') ref=$(sp_num .modules.fragguard.refused_peer_limit)
+	echo "peer $(sp_json '.modules.fragguard.top_peers[0].peer') memory $mem, refused $ref"
 	assert_ge "$ref" 150 "refused with peer_limit_kb=0 (acts as 16)"
-	assert_ge $((16384 - mem)) 0 "peer memory under the clamped limit"
+	assert_le "$mem" 16384 "peer memory under the clamped limit"
+	# Admitted up to it (a datagram here is charged about 2.5 KB): not 0.
+	assert_ge "$mem" 8192 "peer memory up to the clamped limit"
 	assert_ge "$(sp_json '.modules.fragguard.dropped')" "$ref" "enforce=9 acts as 1"
 }
 
@@ -198,9 +205,15 @@ t_fragguard_floods_drain_to_zero() {
 
 # Review finding: returning TC_ACT_OK ended the ingress filter chain, so an
 # operator's own filters behind ours (here: drop everything, at tc's default
-# preference) silently stopped running. Ours passes on to the next filter.
+# preference) silently stopped running. Ours passes on to the next filter:
+# it saw the fragments and dropped none, the filter behind dropped them,
+# and with that filter gone the same pings pass ours.
 t_fragguard_filters_behind_still_run() {
 	frag_topo 1
+	# The peer knows R's MAC: the filter would drop ARP too, and pings would
+	# never leave the peer.
+	ip -n "sp-$ID-p1" neigh replace 10.50.1.1 dev pr1 nud permanent \
+		lladdr "$(ip -n "$NS_R" -j link show rp1 | jq -r '.[0].address')" || fail "neighbour"
 	# A direct-action filter that drops everything (no gact/matchall here).
 	printf '%s\n' '__attribute__((section("tc"), used)) int drop(void *ctx) { return 2; }' \
 		'char _license[] __attribute__((section("license"), used)) = "GPL";' >"$TMP/drop.c"
@@ -212,6 +225,13 @@ t_fragguard_filters_behind_still_run() {
 	sp_start --modules fragguard --iface rp1
 	peer 1 ping -c 2 -W 1 10.50.1.1 >/dev/null && fail "ping passed: the filter behind ours was skipped"
 	peer 1 ping -c 2 -W 1 -s 3000 10.50.1.1 >/dev/null && fail "fragmented ping passed the drop filter"
+	assert_ge "$(sp_num .modules.fragguard.fragments)" 6 "fragments sp_fragguard saw (2 pings of 3)"
+	assert_ge "$(sp_num .modules.fragguard.admitted)" 2 "datagrams sp_fragguard admitted"
+	assert_eq "$(sp_num .modules.fragguard.dropped)" 0 "fragments sp_fragguard dropped"
+	tc -n "$NS_R" filter del dev rp1 ingress pref 49152 || fail "removing the drop filter"
+	peer 1 ping -c 2 -W 1 10.50.1.1 >/dev/null || fail "ping with sp_fragguard alone on rp1"
+	peer 1 ping -c 2 -W 1 -s 3000 10.50.1.1 >/dev/null || fail "fragmented ping with sp_fragguard alone on rp1"
+	assert_ge "$(sp_num .modules.fragguard.completed)" 2 "datagrams completed with sp_fragguard alone"
 	sp_stop || fail exit
 }
 
