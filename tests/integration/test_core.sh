@@ -150,17 +150,21 @@ t_second_run_refused_netns() {
 	kill -INT $pa; wait $pa || fail "run in $NS_A exit $?"
 }
 
+# A signal ends the run with nothing left: pins, programs on the cgroup,
+# and each program itself (one per module: freed once the process and its
+# links are gone, the links' release a moment after the exit).
 t_signal_cleanup() {
-	local sig ids
+	local sig ids left
 	make_cgroup
 	for sig in INT TERM HUP; do
 		sp_start --cgroup "$CG"
 		ids=$(cgroup_progs)
-		[ -n "$ids" ] || fail "nothing attached"
+		assert_eq "$(echo $ids | wc -w)" 3 "programs attached (tcpstats, rehash, pmtu): '$ids'"
 		[ -e "$PIN/tcpstats_cfg" ] && [ -e "$PIN/meta" ] || fail "pins missing"
 		sp_stop "$sig" || fail "exit status after SIG$sig"
 		assert_nothing_left
-		bpftool prog show id "$ids" >/dev/null 2>&1 && fail "program $ids still loaded after SIG$sig"
+		left=$(progs_loaded $ids)
+		[ -z "$left" ] || fail "programs $left still loaded 2 s after SIG$sig"
 	done
 	assert_eq "$(sysctl -n kernel.bpf_stats_enabled)" 0 "kernel.bpf_stats_enabled after run"
 }

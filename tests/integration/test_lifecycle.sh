@@ -74,16 +74,24 @@ t_lifecycle_sigterm_during_startup() {
 # status line keep coming every interval.
 t_lifecycle_search_does_not_block() {
 	pmtu_topo 1400 noprobe; make_cgroup
+	pmtu_probe_counter
 	sp_start --modules pmtu,fragguard --cgroup "sp-test-$ID" --iface s0 --mtu-probing 1 --interval 1
 	sp_ctl set pmtu.max_probes=10 pmtu.probe_timeout_ms=10000 >/dev/null || fail set
 	xfer 10.30.2.2 1000000 >/dev/null &
-	BG_PIDS+=($!)
+	BG_PIDS+=($!); disown
 	for _ in $(seq 100); do
 		[ "$(sp_json '.modules.pmtu.black_hole_suspects')" -ge 1 ] 2>/dev/null && break
 		sleep 0.1
 	done
 	assert_ge "$(sp_json '.modules.pmtu.black_hole_suspects')" 1 "black-hole suspects reported"
-	sleep 0.5	# the search has begun: its base probes wait 10 s each
+	# The search has begun: its first probe is out, waiting up to 10 s.
+	for _ in $(seq 50); do
+		grep -q '10.30.2.2: .*searching its path MTU' "$TMP/sp.err" && break
+		sleep 0.1
+	done
+	grep -q '10.30.2.2: .*searching its path MTU' "$TMP/sp.err" || fail "no search started: $(cat "$TMP/sp.err")"
+	for _ in $(seq 20); do [ "$(pmtu_probes)" -ge 1 ] && break; sleep 0.1; done
+	assert_ge "$(pmtu_probes)" 1 "probes sent towards 10.30.2.2 (S's output)"
 	# Incomplete datagrams into S: reassembly memory the sample must see.
 	ip netns exec "$NS_RT" "$FRAGFLOOD" 10.30.1.1 200 >/dev/null || fail fragflood
 	local kmem lines0 lines1 mem
@@ -97,7 +105,8 @@ t_lifecycle_search_does_not_block() {
 	sleep 3.2
 	lines1=$(grep -c '^stackpilot pid' "$TMP/sp.out")
 	assert_ge $((lines1 - lines0)) 3 "status lines in 3.2 s with --interval 1"
-	grep -q 'cannot probe it' "$TMP/sp.err" && fail "search ended before the checks"
+	grep -q '10.30.2.2: path MTU\|10.30.2.2 answers neither\|10.30.2.2 stopped answering' "$TMP/sp.err" &&
+		fail "search ended before the checks: $(grep 10.30.2.2 "$TMP/sp.err")"
 	# A signal ends the run at once, search in flight or not.
 	local t0=$(date +%s%N)
 	sp_stop || fail "exit during a search"

@@ -348,16 +348,26 @@ t_persist_set_full_folder() {
 }
 
 # Two shells running `set --persist` at once, each its own key, 20 times:
-# no update is lost (one read-modify-write after the other).
+# no update is lost (one read-modify-write after the other). Each write is
+# checked as its set returns: the key is written by its shell alone, so the
+# file holds that value until the shell's next set, unless the other
+# shell's read-modify-write of an older file lands after it.
 t_persist_concurrent_set() {
-	local a b
+	local f=$STATE/cgroup-sp-test-$ID.tunables
 	make_cgroup
 	sp_start --cgroup "$CG" --modules tcpstats,rehash --persist --state-dir "$STATE"
-	( for i in $(seq 1 20); do sp_ctl set rehash.prob=$i >/dev/null || exit 1; done ) & a=$!
-	( for i in $(seq 1 20); do sp_ctl set tcpstats.port=$((5000 + i)) >/dev/null || exit 1; done ) & b=$!
-	wait $a || fail "set in shell 1"
-	wait $b || fail "set in shell 2"
-	local f=$STATE/cgroup-sp-test-$ID.tunables
+	sets() { # sets KEY FIRST-VALUE: 20 sets, each checked in the file
+		local i v
+		for i in $(seq 0 19); do
+			v=$(($2 + i))
+			sp_ctl set "$1=$v" >/dev/null || fail "set $1=$v"
+			grep -qx "$1=$v" "$f" || fail "lost update: set $1=$v returned, the file has: $(cat "$f")"
+		done
+	}
+	sets rehash.prob 1 &
+	local a=$!
+	sets tcpstats.port 5001 &
+	wait_each "sets in two shells at once" "$a" "$!"
 	grep -qx rehash.prob=20 "$f" && grep -qx tcpstats.port=5020 "$f" || fail "lost update: $(cat "$f")"
 	ls "$STATE" | has '\.tmp\.' && fail "temporary files left: $(ls "$STATE")"
 	sp_stop || fail "exit"
