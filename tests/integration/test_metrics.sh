@@ -253,8 +253,11 @@ t_metrics_listen() {
 	assert_eq "$code" 405 "POST /metrics"
 	code=$(mx curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H "X-Junk: $(head -c 40000 /dev/zero | tr '\0' a)" "$url/metrics")
 	[ "$code" -ge 400 ] || fail "oversized header: HTTP $code"
-	# A slowloris: half a request line, held open; scrapes still go through.
-	mx bash -c "exec 3<>/dev/tcp/127.0.0.1/$port; printf 'GET /met' >&3; sleep 8" &
+	# A slowloris: half a request line, held open; scrapes still go through,
+	# and the server drops it after 5 s of silence (the client would wait
+	# 10 s; the seconds it waited go to $TMP/slow).
+	mx bash -c "exec 3<>/dev/tcp/127.0.0.1/$port; printf 'GET /met' >&3; t0=\$(date +%s%N)
+		timeout 10 cat <&3 >/dev/null; echo \$(( (\$(date +%s%N) - t0) / 1000000 )) >'$TMP/slow'" &
 	BG_PIDS+=($!); disown
 	sleep 0.3
 	for i in $(seq 20); do
@@ -276,6 +279,9 @@ t_metrics_listen() {
 	[ "$rss1" -le $((rss0 + 2048)) ] || fail "RSS grew from $rss0 kB to $rss1 kB"
 	# The loop measured its own lateness under that load (published each
 	# second): above 0 (it did measure), below its 100 ms tick.
+	for _ in $(seq 120); do [ -s "$TMP/slow" ] && break; sleep 0.1; done
+	echo "a silent client dropped after $(cat "$TMP/slow" 2>/dev/null) ms" >&2
+	assert_le "$(cat "$TMP/slow" 2>/dev/null)" 7000 "ms until the server dropped a silent client (timeout 5 s)"
 	sleep 1.1
 	mx curl -sf --max-time 5 "$url/metrics" >"$TMP/m2" || fail "scrape after the load"
 	local late=$(prom_val "$TMP/m2" stackpilot_loop_delay_max_seconds)
