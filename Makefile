@@ -52,6 +52,13 @@ SAN_CFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 endif
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 	     -Wno-unused-function -I. -Iinclude
+# A mutant of `make mutants` (tests/mutants/run.sh, docs/mutants.md):
+# MUTANT=NAME compiles the C and BPF sources with -DSP_MUTANT_NAME, the
+# switch that removes one decision. Always with its own OUTPUT.
+ifneq ($(MUTANT),)
+CFLAGS     += -DSP_MUTANT_$(MUTANT)
+BPF_CFLAGS += -DSP_MUTANT_$(MUTANT)
+endif
 
 ifeq ($(V),1)
 Q =
@@ -76,7 +83,7 @@ FORCE:
 # Keep the objects and skeletons between builds.
 .SECONDARY: $(BPF_OBJS) $(SKELS)
 
-.PHONY: all deps check test vmtest bench run clean man install uninstall FORCE
+.PHONY: all deps check test vmtest bench mutants run clean man install uninstall FORCE
 all: $(OUTPUT)/stackpilot $(OUTPUT)/test_unit $(OUTPUT)/test_fragguard $(OUTPUT)/tcptool $(OUTPUT)/fragflood $(OUTPUT)/fragdiff $(OUTPUT)/fgcost $(OUTPUT)/rhfloor
 
 deps:
@@ -130,12 +137,19 @@ $(OUTPUT)/%: tests/tools/%.c | $(OUTPUT)
 # The README's test command. Installs what is missing, builds, runs all
 # (tests/check.sh): the sanitized build's unit tests, the whole suite
 # against the sanitized loader (tests/run.sh runs the unit tests of build/
-# too), then the kernel matrix on build/ (tests/vm/). The traffic tools are
-# not sanitized. `make check SP_VM=0` leaves the matrix out.
+# too), the fast mutants (build-mut/), then the kernel matrix on build/
+# (tests/vm/). The traffic tools are not sanitized. `make check SP_VM=0`
+# leaves the matrix out.
 check test: deps
 	$(Q)$(MAKE) -s --no-print-directory all
 	$(Q)$(MAKE) -s --no-print-directory SANITIZE=1 OUTPUT=$(SAN_OUTPUT) all
 	$(Q)SAN_OUTPUT=$(SAN_OUTPUT) tests/check.sh
+
+# Every mutant of tests/mutants/list, each built into build-mut/NAME with
+# its switch and killed by its guarding tests (docs/mutants.md); ends with
+# "M mutants, K killed". `make check` runs the fast ones.
+mutants: deps
+	$(Q)tests/mutants/run.sh
 
 # One kernel of the matrix (tests/vm/kernels), e.g. `make vmtest KERNEL=6.1`;
 # TESTS="PATTERN ..." instead of the core set (tests/vm/core-tests). Without
@@ -207,4 +221,4 @@ uninstall:
 
 clean:
 	$(call msg,CLEAN)
-	$(Q)rm -rf $(OUTPUT) $(SAN_OUTPUT)
+	$(Q)rm -rf $(OUTPUT) $(SAN_OUTPUT) build-mut

@@ -49,7 +49,11 @@ char LICENSE[] SEC("license") = "GPL";
 /* Every packet let through goes on to the next filter (TC_ACT_UNSPEC, and
  * TCX_NEXT under tcx): TC_ACT_OK would end the chain and skip the filters
  * of others behind ours. */
+#ifndef SP_MUTANT_FG_END_CHAIN	/* make mutants: TC_ACT_OK, which ends the chain */
 #define TC_PASS		(-1)
+#else
+#define TC_PASS		0
+#endif
 #define TC_ACT_SHOT	2
 #define ETH_P_IP	0x0800
 #define ETH_P_IPV6	0x86DD
@@ -647,7 +651,9 @@ static __always_inline void release(struct dgram *d, const struct dgram_key *k, 
 	if (!p)
 		p = peer_of(d, &known);
 	if (p) {
+#ifndef SP_MUTANT_FG_PEER_KEEPS_CHARGE	/* make mutants: a peer's charge only grows */
 		__sync_fetch_and_add(&p->mem, -m);
+#endif
 		if (v == V_COMPLETED) {
 			__sync_fetch_and_add(&p->completed, 1);
 			if (c && d->unknown)
@@ -1014,6 +1020,9 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 	if (!why && !known && a && g && g->high_thresh &&
 	    a->unknown_mem[fam & 1] + truesize + qsize > g->high_thresh * c->unknown_pct / 100)
 		why = SP_FG_REF_UNKNOWN;
+#ifdef SP_MUTANT_FG_ADMIT_ALL	/* make mutants: every first fragment admitted */
+	why = 0;
+#endif
 	if (why) {
 		act = refuse(c, why, p);
 		if (act == TC_ACT_SHOT) {

@@ -308,6 +308,9 @@ static __always_inline void on_connect(struct bpf_sock_ops *skops, bool passive)
 		sp_count(&pmtu_ctr, SP_PM_WOULD_CLAMP, 1);
 		return;
 	}
+#ifdef SP_MUTANT_PM_NO_CLAMP	/* make mutants: learned, never applied */
+	return;
+#endif
 	/* IPv6 never below its minimum MTU, whatever the map says. */
 	mss = (k.family == AF_INET ? (e->low < 576 ? 576 : e->low) - 40
 				   : (e->low < 1280 ? 1280 : e->low) - 60);
@@ -331,8 +334,10 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 	if (s->learned)
 		return;
 	read_cfg(&c);
+#ifndef SP_MUTANT_PM_LEARN_AT_ONCE	/* make mutants: a connection proves its MTU at its first ACK */
 	if (skops->bytes_acked - s->acked_at_rto < c.learn_bytes)
 		return;
+#endif
 	s->learned = 1;
 	make_key(skops, &c, &k, full);
 	mtu = conn_mtu(skops, k.family, true);

@@ -524,7 +524,9 @@ static __always_inline void txhash_set(struct bpf_sock_ops *skops, const struct 
 		sp_count(&rehash_ctr, SP_RH_DRY, 1);
 		return;
 	}
+#ifndef SP_MUTANT_RH_NO_TXHASH	/* make mutants: decided and counted, never written */
 	skops->sk_txhash = h;
+#endif
 	if (conn)
 		conn->txhash = h;
 }
@@ -876,7 +878,9 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 	}
 	if (s->had_rto && !c->mode) {
 		sp_count(&rehash_ctr, SP_RH_SUP_MODE, 1);
+#ifndef SP_MUTANT_RH_MODE0_GOES_ON	/* make mutants: counted, and balanced all the same */
 		goto out;
+#endif
 	}
 	if (c->policy) {
 		/* Other losses are the flow's own queue (or traffic from
@@ -961,6 +965,9 @@ static __always_inline void on_window(struct bpf_sock_ops *skops, struct sk_stat
 	s->mark_bytes = s->win_bytes;
 	s->mark_ns = s->win_start_ns;
 	worse = new_rate * 100 < s->old_rate * c->revert_pct && (__u64)q * 2 >= s->old_qdelay_us;
+#ifdef SP_MUTANT_RH_NO_REVERT	/* make mutants: every new path kept */
+	worse = false;
+#endif
 	seq = sp_fetch_add(&window_seq, 1) + 1;
 	slot = seq % SP_RH_WINLOG;
 	w = bpf_map_lookup_elem(&rehash_windows, &slot);

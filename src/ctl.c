@@ -492,6 +492,10 @@ int cmd_set(int argc, char **argv)
 			memcpy(cfg[idx], old[idx], sizeof(cfg[idx]));
 		touched |= 1u << idx;
 		memcpy(cfg[idx] + t->off, &v, sizeof(v));
+#ifdef SP_MUTANT_SET_WRITE_FIRST	/* make mutants: written before the rest is checked */
+		if (sp_cfg_write(pin_dir, m, cfg[idx]))
+			return 1;
+#endif
 	}
 	if (sp_persist_set_prepare(pin_dir, want_persist, argv + optind, argc - optind, &txn))
 		return 1;

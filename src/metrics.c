@@ -42,7 +42,11 @@
 
 #define MIN_CONNS	8	/* served at once (mx.cap) however low the fd limit */
 #define MAX_CONNS	1024	/* and however high: 16 KiB of MHD pool each */
+#ifndef SP_MUTANT_METRICS_NO_TIMEOUT	/* make mutants: a silent client is kept forever */
 #define REQUEST_S	5	/* to send a request (after accept or an answer), or read an answer */
+#else
+#define REQUEST_S	100000
+#endif
 #define ACCEPT_BATCH	16	/* then MHD reads what they sent, before more are taken */
 
 /*

@@ -242,8 +242,10 @@ static int echo_match(const struct pmtu_probe *p, ssize_t n, const struct sockad
 		       ntohs(h->icmp6_id) == p->id && ntohs(h->icmp6_seq) == p->seq;
 	}
 	/* IPv4 raw sockets see the IP header. */
+#ifndef SP_MUTANT_PM_ECHO_ANY	/* make mutants: any IPv4 reply with the id and sequence counts */
 	if (n < 28 || n - (buf[0] & 0xf) * 4 != (ssize_t)p->len || memcmp(buf + 12, p->dst, 4))
 		return 0;
+#endif
 	struct icmphdr *h = (void *)(buf + (buf[0] & 0xf) * 4);
 
 	return h->type == ICMP_ECHOREPLY && ntohs(h->un.echo.id) == p->id &&

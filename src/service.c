@@ -399,7 +399,11 @@ static void reload(void)
 
 		while (k < c->nr_cgroups && strcmp(c->cg[k].name, S.cg[i]->sec.name))
 			k++;
+#ifdef SP_MUTANT_RELOAD_REATTACH	/* make mutants: unchanged cgroups attached anew */
+		if (0) {
+#else
 		if (k < c->nr_cgroups && c->cg[k].modules == S.cg[i]->sec.modules) {
+#endif
 			next[k] = S.cg[i];
 			changed += retune(next[k], &c->cg[k]);
 			/* One that could not be attached is tried again now. */
