@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # `make check`: the sanitized unit tests, the whole suite on this machine's
-# kernel against the sanitized loader (build-san/), then the kernel matrix
+# kernel against the sanitized loader (build-san/), the fast mutants
+# (tests/mutants/run.sh --fast, into build-mut/), then the kernel matrix
 # (tests/vm/matrix.sh: Debian's kernels under qemu, against build/). Ends
 # with one line over all of it, "N passed, N failed, N skipped", and exits
 # non-zero on any failure. SP_VM=0 leaves the matrix out, with a SKIP line.
@@ -43,6 +44,12 @@ done
 SP_BUILD=$PWD/$SAN tests/run.sh | tee "$SAN/run.out"
 tally "$(tail -1 "$SAN/run.out")" "tests/run.sh"
 tool_skips "$SAN/run.out"
+
+# The fast mutants (tests/mutants/list, docs/mutants.md): one killed is a
+# pass, one that survived a failure.
+tests/mutants/run.sh --fast | tee build/mutants.out
+tally "$(tail -1 build/mutants.out | awk '$2 == "mutants," && $4 == "killed" { print $3 " passed, " $1 - $3 " failed" }')" \
+	"tests/mutants/run.sh --fast"
 
 if [ "${SP_VM:-1}" = 0 ]; then
 	echo "SKIP kernel matrix: SP_VM=0"
