@@ -4,8 +4,9 @@
 # switch (-DSP_MUTANT_NAME, into build-mut/NAME; build/ is never touched)
 # and its guarding tests against that build, the first failure killing it.
 # A mutant no guard fails survived: the tests do not see that decision go.
-# Prints "KILLED NAME by GUARD: the failing line" or "SURVIVED NAME", and
-# ends with "M mutants, K killed"; exits non-zero if any survived.
+# Prints "KILLED NAME by GUARD (build and guard seconds): the failing line"
+# or "SURVIVED NAME: why", and ends with "M mutants, K killed"; exits
+# non-zero if any survived.
 # Usage: tests/mutants/run.sh [--fast] [NAME ...]
 #   --fast: the mutants marked fast (make check runs those); NAME: these only.
 set -uo pipefail
@@ -39,7 +40,7 @@ guard_fails() {
 		tail -1 "$out" | grep -Eq '^[0-9]+ passed, [1-9][0-9]* failed' || return 1
 		;;
 	esac
-	echo "KILLED $1 by $2: $(why "$out")"
+	echo "KILLED $1 by $2 (build ${built} s, guards $((SECONDS - t1)) s): $(why "$out")"
 }
 
 while read -r name subset guards; do
@@ -54,10 +55,12 @@ while read -r name subset guards; do
 		survived+=("$name"); continue
 	fi
 	mkdir -p build-mut
+	t0=$SECONDS
 	if ! make -s -j2 OUTPUT="build-mut/$name" MUTANT="$name" all >"build-mut/$name.log" 2>&1; then
 		echo "SURVIVED $name: it does not build: $(tail -3 "build-mut/$name.log")"
 		survived+=("$name"); continue
 	fi
+	built=$((SECONDS - t0)) t1=$SECONDS
 	dead=0
 	for g in $guards; do
 		if guard_fails "$name" "$g"; then dead=1; break; fi
@@ -65,7 +68,7 @@ while read -r name subset guards; do
 	if [ $dead = 1 ]; then
 		killed=$((killed + 1))
 	else
-		echo "SURVIVED $name: guards $guards all passed"
+		echo "SURVIVED $name: guards $guards all passed ($((SECONDS - t1)) s)"
 		survived+=("$name")
 	fi
 done <"$LIST"
