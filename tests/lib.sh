@@ -30,13 +30,20 @@ set -o pipefail
 # A failure ends the test wherever fail() runs. In a subshell (a $(...), a
 # pipeline's part, a ( ... ) &) exit ends only that subshell: it also
 # signals the test's own shell, whose trap exits 1 (once the command it
-# waits for returns). A subshell that catches its failures itself (a try
-# of several) defines its own fail().
+# waits for returns), if that is still the shell that started it (its
+# start time: not a process that took its pid). cleanup() ignores the
+# signal. A subshell that catches its failures itself (a try of several)
+# defines its own fail().
 fail() {
+	local st
 	echo "FAIL: $*" >&2
-	[ "$BASHPID" = "$$" ] || kill -USR1 $$ 2>/dev/null
+	if [ "$BASHPID" != "$$" ] && read -r -a st </proc/$$/stat 2>/dev/null && [ "${st[21]}" = "$TEST_START" ]; then
+		kill -USR1 $$ 2>/dev/null
+	fi
 	exit 1
 }
+read -r -a TEST_START </proc/$$/stat
+TEST_START=${TEST_START[21]}
 trap 'exit 1' USR1
 # This kernel (or machine) cannot run the test: the runner prints "SKIP name: why".
 skip() { echo "SKIP: $*" >&2; exit 77; }
@@ -60,6 +67,7 @@ on_exit() { CLEANUPS=("$*" "${CLEANUPS[@]}"); }
 cleanup() {
 	local c p
 	trap - EXIT TERM INT
+	trap '' USR1	# a background job's fail() must not cut the cleanup short
 	[ -n "$SP_PID" ] && kill -TERM "$SP_PID" 2>/dev/null && wait "$SP_PID" 2>/dev/null
 	for p in "${BG_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	for c in "${CLEANUPS[@]}"; do eval "$c" >/dev/null 2>&1; done

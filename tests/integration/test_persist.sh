@@ -365,9 +365,10 @@ t_persist_concurrent_set() {
 		done
 	}
 	sets rehash.prob 1 &
-	local a=$!
+	BG_PIDS+=($!)
 	sets tcpstats.port 5001 &
-	wait_each "sets in two shells at once" "$a" "$!"
+	BG_PIDS+=($!)
+	wait_each "sets in two shells at once" "${BG_PIDS[@]: -2}"
 	grep -qx rehash.prob=20 "$f" && grep -qx tcpstats.port=5020 "$f" || fail "lost update: $(cat "$f")"
 	ls "$STATE" | has '\.tmp\.' && fail "temporary files left: $(ls "$STATE")"
 	sp_stop || fail "exit"
