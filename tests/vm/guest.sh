@@ -6,7 +6,7 @@
 # output to /sp-out/log (and the console), its exit status to /sp-out/rc.
 # Powers off whatever happens.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-off() { sync; echo o >/proc/sysrq-trigger; sleep 10; }
+off() { sync; echo o >/proc/sysrq-trigger; sleep 10 2>/dev/null; }
 trap off EXIT
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -28,6 +28,10 @@ echo 1 >/proc/sys/kernel/sysrq
 ulimit -n 65536
 # The job: KEY=VALUE lines (SP_ROOT, SP_BUILD, SP_VM_KERNEL, SP_TESTS).
 set -a; . /sp-out/job; set +a
+# The checkout, at its own path, over whatever tmpfs above covers it.
+mkdir -p "$SP_ROOT"
+mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=524288,cache=loose checkout "$SP_ROOT" ||
+	{ echo "vm-guest: cannot mount the checkout at $SP_ROOT" >/dev/console; exit 1; }
 cd "$SP_ROOT" || exit 1
 if [ -n "${SP_CMD:-}" ]; then
 	# A command of one's own (VM_CMD, for a look around): its output only.

@@ -5,7 +5,9 @@
 # inside it, against this checkout's build/ (CO-RE: one build for every
 # kernel). Without PATTERN: the core set, tests/vm/core-tests.
 # The guest sees this machine's root read-only under a tmpfs overlay, so
-# it runs the same tools; nothing it writes reaches the host but its log.
+# it runs the same tools, and this checkout read-only at its own path
+# (wherever it is: CI's may be under /tmp, where the guest mounts a tmpfs);
+# nothing it writes reaches the host but its log.
 # Prints the guest's PASS/FAIL lines with "vm-NAME/" before each name and
 # ends with "N passed, N failed, N skipped"; a guest that hangs is killed after
 # VM_TIMEOUT seconds (default 1800) and counted as one failure, with the
@@ -73,6 +75,7 @@ timeout -k 10 "$timeout" qemu-system-x86_64 -machine q35 -cpu max -smp 2 -m 3072
 	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 	-virtfs local,path="$kdir/lib/modules",mount_tag=modules,security_model=none,readonly=on \
 	-virtfs local,path="$run/out",mount_tag=out,security_model=none \
+	-virtfs local,path="$ROOT",mount_tag=checkout,security_model=none,readonly=on,multidevs=remap \
 	</dev/null >"$run/console" 2>&1
 qrc=$?
 secs=$(( $(date +%s) - start ))
