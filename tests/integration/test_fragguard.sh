@@ -25,7 +25,8 @@ t_fragguard_victim_survives_hog() {
 	local mem2=$(frag_mem) without=$(udp_delivered 2 2 20M)
 	echo "without stackpilot: reassembly memory $mem2, victim delivered $without%"
 	awk "BEGIN { exit !($without < 20) }" || fail "baseline: the hog did not block the victim ($without%)"
-	awk "BEGIN { exit !($with > 90) }" || fail "victim delivered only $with% with stackpilot"
+	# What fragguard promises a victim under a hog: 95% of what it sent.
+	awk "BEGIN { exit !($with >= 95) }" || fail "victim delivered only $with% with stackpilot (95 asked)"
 }
 
 # What fragguard charges a peer, against what the kernel reports holding.
