@@ -185,6 +185,8 @@ static bool expire_by_fentry(void)
 	return !sp_has(SP_F_FRAG_REASONS) && sp_has(SP_F_FENTRY);
 }
 
+static void tick(struct sp_run *run, void *inst);
+
 static int start(struct sp_run *run, void **inst)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oopts, .btf_custom_path = run->btf_path);
@@ -215,6 +217,10 @@ static int start(struct sp_run *run, void **inst)
 		return sp_err("fragguard: load: %s", strerror(-err));
 	if (sp_module_publish(run, &sp_mod_fragguard, skel->obj, NULL, NULL))
 		return -1;
+	/* The first heartbeat before the first packet: a run killed before its
+	 * first tick must leave a filter that goes quiet too (never written
+	 * reads as alive). */
+	tick(run, in);
 	prog_fd = bpf_program__fd(skel->progs.sp_fragguard);
 	for (int i = 0; i < run->nr_ifaces; i++) {
 		__u32 ifx = run->ifindex[i];

@@ -147,6 +147,15 @@ t_kernel_fragguard_clsact_sweep() {
 	[ -z "$(ip netns exec "$NS_R" tc filter show dev rp1 ingress)" ] || fail "clsact filter left after exit"
 }
 
+# A run killed with SIGKILL leaves its clsact filter (no tcx): from 2 s after
+# its last heartbeat it passes everything, also when killed before its
+# first tick (the heartbeat is written before the filter is attached).
+t_kernel_fragguard_clsact_sigkill() {
+	export SP_PROBE_OFF=tcx
+	source "$ROOT/tests/integration/test_lifecycle.sh"
+	t_lifecycle_fragguard_sigkill_leaves_nothing
+}
+
 # ---- fentry (the kernel's own discoveries) ---------------------------------
 
 # An ICMP "fragmentation needed" the kernel took: the next connection to
