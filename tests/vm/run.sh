@@ -67,8 +67,11 @@ echo "$ROOT/tests/vm/guest.sh" >"$run/initrd/guest"
 	[ -z "${VM_CMD:-}" ] || printf 'SP_CMD=%q\n' "$VM_CMD"
 } >"$run/out/job"
 
+# -cpu qemu64: a plain x86-64, as every Debian kernel runs on; TCG
+# emulates it about an eighth faster than -cpu max (71 s against 82 s for
+# two tests on 6.1). VM_CPU overrides.
 boot() {
-	timeout -k 10 "$timeout" qemu-system-x86_64 -machine q35 -cpu max -smp 2 -m 3072 \
+	timeout -k 10 "$timeout" qemu-system-x86_64 -machine q35 -cpu ${VM_CPU:-qemu64} -smp 2 -m 3072 \
 		-nographic -no-reboot -nic none \
 		-kernel "$kdir/vmlinuz" -initrd "$run/initrd.gz" \
 		-append "console=ttyS0 quiet panic=-1 oops=panic" \
