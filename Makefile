@@ -171,21 +171,21 @@ run: deps
 	$(Q)$(OUTPUT)/stackpilot run $(RUN_CGROUP) $(ARGS)
 
 # Man pages: one reStructuredText source each (docs/), rendered by rst2man
-# (python3-docutils). A module page's @TUNABLES@ line is replaced by what
-# the loader itself says (`stackpilot tunables --rst MODULE`), so the page's
-# ranges and defaults are the code's.
+# (python3-docutils). A module page's @TUNABLES@ and @COUNTERS@ lines are
+# replaced by what the loader itself says (scripts/man-page.sh: `stackpilot
+# tunables --rst MODULE`, `stackpilot counters --rst MODULE`), so the page's ranges,
+# defaults, counters and their metric names are the code's. A page's other
+# metrics are prose, held against a live exposition by t_metrics_man_pages.
 RST2MAN   ?= rst2man
 MAN_SRCS  := $(wildcard docs/*.rst)
 MAN_PAGES := $(patsubst docs/%.rst,$(OUTPUT)/man/%.8,$(MAN_SRCS))
 man: $(MAN_PAGES)
 
-$(OUTPUT)/man/%.8: docs/%.rst $(OUTPUT)/stackpilot
+$(OUTPUT)/man/%.8: docs/%.rst $(OUTPUT)/stackpilot scripts/man-page.sh
 	$(call msg,MAN,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)mod=$*; mod=$${mod#stackpilot}; mod=$${mod#-}; \
-	if [ -n "$$mod" ]; then $(OUTPUT)/stackpilot tunables --rst $$mod > $@.tun || exit 1; else : > $@.tun; fi; \
-	awk -v t=$@.tun '/^@TUNABLES@$$/ { while ((getline l < t) > 0) print l; next } { print }' $< > $@.rst && \
-	$(RST2MAN) --halt=warning --no-generator --no-datestamp $@.rst > $@.tmp && mv $@.tmp $@ && rm -f $@.rst $@.tun
+	$(Q)scripts/man-page.sh $< $(OUTPUT)/stackpilot > $@.rst && \
+	$(RST2MAN) --halt=warning --no-generator --no-datestamp $@.rst > $@.tmp && mv $@.tmp $@ && rm -f $@.rst
 
 # `make install PREFIX=/usr/local DESTDIR=...`: the binary, the unit (with
 # this PREFIX's path in ExecStart), the example config (never over an

@@ -13,7 +13,7 @@ _stackpilot() {
 	local sp=${COMP_WORDS[0]} cmd=${COMP_WORDS[1]} words mnt
 	COMPREPLY=()
 	if [ "$COMP_CWORD" -eq 1 ]; then
-		COMPREPLY=($(compgen -W "run status get set tunables check-config probe --help --version" -- "$cur"))
+		COMPREPLY=($(compgen -W "run status get set tunables counters check-config probe --help --version" -- "$cur"))
 		return
 	fi
 	case $prev in
@@ -48,7 +48,7 @@ _stackpilot() {
 	set)
 		COMPREPLY=($(compgen -S = -W "$("$sp" tunables 2>/dev/null | cut -f1)" -- "$cur"))
 		compopt -o nospace 2>/dev/null ;;
-	tunables|probe) COMPREPLY=($(compgen -W "$(_stackpilot_modules "$sp")" -- "$cur")) ;;
+	tunables|counters|probe) COMPREPLY=($(compgen -W "$(_stackpilot_modules "$sp")" -- "$cur")) ;;
 	check-config) COMPREPLY=($(compgen -f -- "$cur")) ;;
 	esac
 }

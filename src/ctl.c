@@ -159,7 +159,7 @@ void sp_status_progs(const struct sp_meta *meta, struct sp_report *rep)
 
 /*
  * A module's records: its tunables first (group "cfg"; false when its
- * config pin is missing), then what its report() adds.
+ * config pin is missing), its counters, then what its report() adds.
  */
 bool sp_status_module(const char *pin_dir, const struct sp_module *m, struct sp_report *rep)
 {
@@ -173,7 +173,10 @@ bool sp_status_module(const char *pin_dir, const struct sp_module *m, struct sp_
 		memcpy(&v, cfg + m->tunables[i].off, sizeof(v));
 		sp_rec_gauge(rep, "cfg", m->tunables[i].name, v, "", m->tunables[i].help);
 	}
-	m->report(pin_dir, rep);
+	if (m->nr_counters)
+		sp_report_counters(rep, pin_dir, m->counter_map, m->counters, m->nr_counters);
+	if (m->report)
+		m->report(pin_dir, rep);
 	return have_cfg;
 }
 

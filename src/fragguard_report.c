@@ -10,7 +10,7 @@
 #include <bpf/libbpf.h>
 #include "sp.h"
 
-static const struct sp_counter counters[SP_FG_NR] = {
+const struct sp_counter sp_fg_counters[SP_FG_NR] = {
 	[SP_FG_FRAGS] = { "fragments", "IPv4/IPv6 fragments seen on the attached interfaces" },
 	[SP_FG_MALFORMED] = { "malformed", "fragments the kernel drops before reassembly: passed" },
 	[SP_FG_ADMITTED] = { "admitted", "new datagrams admitted" },
@@ -195,7 +195,6 @@ static __u32 report_agg(const char *pin_dir, struct sp_report *rep)
 
 void sp_fg_report(const char *pin_dir, struct sp_report *rep)
 {
-	sp_report_counters(rep, pin_dir, "fragguard_ctr", counters, SP_FG_NR);
 	report_global(pin_dir, rep);
 	report_peers(pin_dir, rep, report_agg(pin_dir, rep));
 }

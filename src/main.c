@@ -19,6 +19,7 @@ static void usage(FILE *out)
 "  get KEY   print tunables of the running instance\n"
 "  set K=V   change tunables of the running instance\n"
 "  tunables  every tunable's range, default and help [--rst] [MODULE ...]\n"
+"  counters  every counter's key, Prometheus name and help [--rst] [MODULE ...]\n"
 "  check-config [FILE]  check a config file for `run --config`, attach nothing\n"
 "  probe     what this kernel lets each module do, and what it lacks [--json]\n"
 "\n"
@@ -41,7 +42,7 @@ int main(int argc, char **argv)
 	} cmds[] = {
 		{ "run", cmd_run }, { "status", cmd_status },
 		{ "get", cmd_get }, { "set", cmd_set },
-		{ "tunables", cmd_tunables }, { "check-config", cmd_check_config },
+		{ "tunables", cmd_tunables }, { "counters", cmd_counters }, { "check-config", cmd_check_config },
 		{ "probe", cmd_probe },
 	};
 

@@ -222,7 +222,6 @@ static void report(const char *pin_dir, struct sp_report *rep)
 	void *prev = NULL;
 	__u64 now = pmtu_now_ns();
 
-	sp_report_counters(rep, pin_dir, "pmtu_ctr", counters, SP_PM_NR);
 	if (fd < 0)
 		return;
 	t = sp_table_add(rep, "destinations", "what is known of each destination's path MTU",
@@ -261,6 +260,9 @@ const struct sp_module sp_mod_pmtu = {
 	.tunables = tunables,
 	.nr_tunables = sizeof(tunables) / sizeof(tunables[0]),
 	.needs_cgroup = true,
+	.counter_map = "pmtu_ctr",
+	.counters = counters,
+	.nr_counters = SP_PM_NR,
 	.fit = fit,
 	.start = start,
 	.stop = stop,

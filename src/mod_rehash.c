@@ -348,7 +348,6 @@ static void report_conns(const char *pin_dir, struct sp_report *rep)
 
 static void report(const char *pin_dir, struct sp_report *rep)
 {
-	sp_report_counters(rep, pin_dir, "rehash_ctr", counters, SP_RH_NR);
 	report_cost(pin_dir, rep);
 	report_windows(pin_dir, rep);
 	report_conns(pin_dir, rep);
@@ -361,6 +360,9 @@ const struct sp_module sp_mod_rehash = {
 	.cfg_size = sizeof(struct sp_rehash_cfg),
 	.tunables = tunables,
 	.nr_tunables = sizeof(tunables) / sizeof(tunables[0]),
+	.counter_map = "rehash_ctr",
+	.counters = counters,
+	.nr_counters = SP_RH_NR,
 	.needs_cgroup = true,
 	.fit = fit,
 	.start = start,

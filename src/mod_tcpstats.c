@@ -59,11 +59,6 @@ static const struct sp_counter counters[SP_TS_NR] = {
 	[SP_TS_RTO] = { "rto", "retransmission timeouts" },
 };
 
-static void report(const char *pin_dir, struct sp_report *rep)
-{
-	sp_report_counters(rep, pin_dir, "tcpstats_ctr", counters, SP_TS_NR);
-}
-
 const struct sp_module sp_mod_tcpstats = {
 	.name = "tcpstats",
 	.summary = "per-cgroup TCP counters: connections, retransmitted segments, RTOs",
@@ -71,9 +66,11 @@ const struct sp_module sp_mod_tcpstats = {
 	.cfg_size = sizeof(struct sp_tcpstats_cfg),
 	.tunables = tunables,
 	.nr_tunables = sizeof(tunables) / sizeof(tunables[0]),
+	.counter_map = "tcpstats_ctr",
+	.counters = counters,
+	.nr_counters = SP_TS_NR,
 	.needs_cgroup = true,
 	.fit = fit,
 	.start = start,
 	.stop = stop,
-	.report = report,
 };

@@ -112,6 +112,13 @@ static void metric_name(char *buf, size_t len, const char *prefix, const char *k
 		 f->type == SP_COUNTER ? "_total" : "");
 }
 
+void sp_prom_counter_name(char *buf, size_t len, const char *module, const struct sp_counter *c)
+{
+	const struct sp_field f = { c->name, SP_COUNTER, false, c->unit, c->help };
+
+	metric_name(buf, len, module, c->name, &f);
+}
+
 static bool is_family(const char *s)
 {
 	return s && (!strcmp(s, "ipv4") || !strcmp(s, "ipv6"));

@@ -45,6 +45,7 @@ struct sp_fit;
  * constructors (run options, target ops, undo kinds), which are code, the
  * same for every instance.
  */
+struct sp_counter;
 struct sp_module {
 	const char *name;
 	const char *summary;
@@ -52,6 +53,14 @@ struct sp_module {
 	__u32 cfg_size;
 	const struct sp_tunable *tunables;
 	int nr_tunables;
+	/*
+	 * Its per-CPU counter array, pinned as counter_map: status records
+	 * (after the tunables, before what report() adds), Prometheus counters
+	 * and the man page's COUNTERS, all from this one table.
+	 */
+	const char *counter_map;
+	const struct sp_counter *counters;
+	int nr_counters;
 	bool needs_cgroup;	/* attaches sockops to the cgroup */
 	bool needs_iface;	/* attaches to --iface devices */
 	/* What it needs of the kernel and which mechanism it will use (probe.h). */
@@ -63,8 +72,9 @@ struct sp_module {
 	/* Called every 100 ms while running, if set. */
 	void (*tick)(struct sp_run *run, void *inst);
 	/*
-	 * Status from the pinned maps into records (see struct sp_report):
-	 * `status` is another process, so no instance here.
+	 * Status from the pinned maps into records (see struct sp_report),
+	 * beyond the counters; NULL: none. `status` is another process, so
+	 * no instance here.
 	 */
 	void (*report)(const char *pin_dir, struct sp_report *rep);
 };
@@ -274,6 +284,7 @@ struct sp_table *sp_table_add(struct sp_report *r, const char *key, const char *
 struct sp_val *sp_table_row(struct sp_table *t);
 /* One element of a module's per-CPU counter array: its record's key, help, unit (NULL: a count). */
 struct sp_counter { const char *name, *help, *unit; };
+extern const struct sp_counter sp_fg_counters[];	/* fragguard_report.c: SP_FG_NR of them */
 /* A pinned per-CPU counter array, summed over CPUs, as counter records. */
 void sp_report_counters(struct sp_report *r, const char *pin_dir, const char *map,
 			const struct sp_counter *c, int n);
@@ -287,6 +298,8 @@ void sp_report_json(const struct sp_report *r, struct sp_json *j);
  * sp_prom_write: 0, or 1 when the meta map or a pin could not be read.
  */
 int sp_prom_write(const char *pin_dir, FILE *out);
+/* The metric a module's counter is exposed as (man pages: doc.c). */
+void sp_prom_counter_name(char *buf, size_t len, const char *module, const struct sp_counter *c);
 /* run --metrics-textfile DIR: 0, or an exit code after saying why. */
 int sp_prom_textfile_check(const char *dir);
 /* Write DIR/stackpilot.prom now and every every_s seconds from the loop. */

@@ -380,3 +380,38 @@ t_metrics_prometheus_server() {
 		[ "$st" = "success " ] || fail "dashboard query $e: $st"
 	done <"$TMP/exprs"
 }
+
+# The man pages against the code: each module page, as `make man` renders
+# it (tunables and counters spliced from the loader), names every key of the
+# module's `status --json` object and every metric of the module in a live
+# exposition of all modules; docs/stackpilot.rst names the metrics of no
+# module; no page names a metric that is not exposed.
+t_metrics_man_pages() {
+	local p m mod page key missing= stale=
+	make_cgroup
+	mx_start "$CG"
+	sp_ctl status --prometheus >"$TMP/p" || fail "status --prometheus exit $?"
+	sp_ctl status --json >"$TMP/s.json" || fail "status --json exit $?"
+	for p in "$ROOT"/docs/stackpilot*.rst; do
+		"$ROOT/scripts/man-page.sh" "$p" "$SP" >"$TMP/$(basename "$p")" ||
+			fail "scripts/man-page.sh $p: exit $?"
+		rst2man --halt=warning "$TMP/$(basename "$p")" >/dev/null || fail "rst2man $(basename "$p")"
+	done
+	for m in $(awk '$1 == "#" && $2 == "TYPE" { print $3 }' "$TMP/p"); do
+		page=stackpilot.rst
+		for mod in $(jq -r '.modules | keys[]' "$TMP/s.json"); do
+			case $m in stackpilot_${mod}_*) page=stackpilot-$mod.rst;; esac
+		done
+		grep -qw -- "$m" "$TMP/$page" || missing="$missing $m ($page)"
+	done
+	for mod in $(jq -r '.modules | keys[]' "$TMP/s.json"); do
+		for key in $(jq -r ".modules.$mod | keys[] | select(. != \"cfg\")" "$TMP/s.json"); do
+			grep -qw -- "$key" "$TMP/stackpilot-$mod.rst" || missing="$missing $mod.$key"
+		done
+	done
+	for m in $(cat "$TMP"/stackpilot*.rst | grep -o 'stackpilot_[a-z0-9_]*' | sort -u); do
+		grep -q "^# TYPE $m " "$TMP/p" || stale="$stale $m"
+	done
+	[ -z "$missing" ] || fail "not in the man pages:$missing"
+	[ -z "$stale" ] || fail "named by a man page, not exposed:$stale"
+}
