@@ -112,11 +112,11 @@ $(OUTPUT)/stackpilot: $(OUTPUT)/main.o $(LIB_OBJS)
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $(SAN_CFLAGS) $^ $(LIBBPF_LIBS) -o $@
 
-$(OUTPUT)/test_unit: tests/unit/test_unit.c $(LIB_OBJS) $(HDRS)
+$(OUTPUT)/test_unit: tests/unit/test_unit.c tests/unit/check.h $(LIB_OBJS) $(HDRS)
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $(SAN_CFLAGS) tests/unit/test_unit.c $(LIB_OBJS) $(LIBBPF_LIBS) -o $@
 
-$(OUTPUT)/test_fragguard: tests/unit/test_fragguard.c tests/tools/csum.h $(OUTPUT)/fragguard.skel.h include/stackpilot.h
+$(OUTPUT)/test_fragguard: tests/unit/test_fragguard.c tests/unit/check.h tests/tools/csum.h $(OUTPUT)/fragguard.skel.h include/stackpilot.h
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $(SAN_CFLAGS) $< $(LIBBPF_LIBS) -o $@
 

@@ -23,17 +23,10 @@
 #define TC_ACT_SHOT	2
 #define ENDS_CHAIN	99
 
-static struct fragguard_bpf *skel;
-static int failures;
+#define CHECK_PREFIX "fragguard/"
+#include "check.h"
 
-#define CHECK(name, cond) do {						\
-	if (cond)							\
-		printf("PASS fragguard/%s\n", name);			\
-	else {								\
-		printf("FAIL fragguard/%s: %s (line %d)\n", name, #cond, __LINE__); \
-		failures++;						\
-	}								\
-} while (0)
+static struct fragguard_bpf *skel;
 
 static __u64 ctr(int idx)
 {
@@ -168,11 +161,15 @@ static struct agg get_agg(void)
 	return r;
 }
 
+/* The aggregate's memory all released; a check's note says what is left. */
 static bool agg_zero(void)
 {
 	struct agg a = get_agg();
 
-	return !a.mem[0] && !a.mem[1] && !a.unknown_mem[0] && !a.unknown_mem[1];
+	return (!a.mem[0] && !a.mem[1] && !a.unknown_mem[0] && !a.unknown_mem[1]) ||
+	       check_note("aggregate not zero: mem %lld/%lld unknown_mem %lld/%lld (IPv4/IPv6)",
+			  (long long)a.mem[0], (long long)a.mem[1],
+			  (long long)a.unknown_mem[0], (long long)a.unknown_mem[1]);
 }
 
 /* Ethernet (+ nvlan 802.1Q tags) + IPv4 fragment with len payload bytes. */
@@ -237,7 +234,7 @@ static void test_parsing(void)
 	/* A UDP packet that is not a fragment. */
 	n = mk4(pkt, "10.0.0.1", 1, 0, 100, 0, 0);
 	rc = run(pkt, n);
-	CHECK("nonfragment_passes", rc == TC_ACT_OK && ctr(SP_FG_FRAGS) == 0);
+	CHECK("nonfragment_passes", EQ(rc, TC_ACT_OK) && EQ(ctr(SP_FG_FRAGS), 0));
 
 	reset();
 	n = mk4(pkt, "10.0.0.1", 2, 0, 1480, 1, 0);
@@ -246,30 +243,33 @@ static void test_parsing(void)
 	rc |= run(pkt, n);
 	n = mk4(pkt, "10.0.0.1", 2, 2960, 500, 0, 0);
 	rc |= run(pkt, n);
-	CHECK("in_order_completes", rc == TC_ACT_OK && ctr(SP_FG_FRAGS) == 3 &&
-	      ctr(SP_FG_ADMITTED) == 1 && ctr(SP_FG_COMPLETED) == 1 && peer_mem("10.0.0.1") == 0);
+	CHECK("in_order_completes", EQ(rc, TC_ACT_OK) && EQ(ctr(SP_FG_FRAGS), 3) &&
+	      EQ(ctr(SP_FG_ADMITTED), 1) && EQ(ctr(SP_FG_COMPLETED), 1) &&
+	      EQ(peer_mem("10.0.0.1"), 0));
 	CHECK("one_completion_does_not_make_known", !is_known("10.0.0.1"));
 
 	reset();
 	n = mk4(pkt, "10.0.0.1", 3, 2960, 500, 0, 0);	/* last first */
 	rc = run(pkt, n);
-	CHECK("last_first_held", ctr(SP_FG_COMPLETED) == 0 && peer_mem("10.0.0.1") > 0);
+	CHECK("last_first_held", EQ(ctr(SP_FG_COMPLETED), 0) && GT(peer_mem("10.0.0.1"), 0));
 	n = mk4(pkt, "10.0.0.1", 3, 0, 1480, 1, 0);
 	rc |= run(pkt, n);
 	n = mk4(pkt, "10.0.0.1", 3, 1480, 1480, 1, 0);
 	rc |= run(pkt, n);
-	CHECK("out_of_order_completes", rc == TC_ACT_OK && ctr(SP_FG_COMPLETED) == 1 &&
-	      peer_mem("10.0.0.1") == 0);
+	CHECK("out_of_order_completes", EQ(rc, TC_ACT_OK) && EQ(ctr(SP_FG_COMPLETED), 1) &&
+	      EQ(peer_mem("10.0.0.1"), 0));
 
 	reset();
 	n = mk4(pkt, "10.0.0.1", 4, 0, 1480, 1, 0);
 	run(pkt, n);
 	__s64 m1 = peer_mem("10.0.0.1");
 	rc = run(pkt, n);	/* duplicate */
-	CHECK("duplicate_not_charged", rc == TC_ACT_OK && peer_mem("10.0.0.1") == m1 && m1 > 0);
+	CHECK("duplicate_not_charged", EQ(rc, TC_ACT_OK) && EQ(peer_mem("10.0.0.1"), m1) &&
+	      GT(m1, 0));
 	n = mk4(pkt, "10.0.0.1", 4, 1480, 1480, 0, 0);
 	run(pkt, n);
-	CHECK("duplicate_then_complete", ctr(SP_FG_COMPLETED) == 1 && peer_mem("10.0.0.1") == 0);
+	CHECK("duplicate_then_complete", EQ(ctr(SP_FG_COMPLETED), 1) &&
+	      EQ(peer_mem("10.0.0.1"), 0));
 
 	/* Overlap: the kernel discards the whole queue (RFC 5722), and so do we. */
 	reset();
@@ -277,34 +277,34 @@ static void test_parsing(void)
 	rc = run(pkt, n);
 	n = mk4(pkt, "10.0.0.1", 5, 1000, 1480, 1, 0);
 	rc |= run(pkt, n);
-	CHECK("overlap_discards", rc == TC_ACT_OK && ctr(SP_FG_DISCARDED) == 1 &&
-	      ctr(SP_FG_COMPLETED) == 0 && peer_mem("10.0.0.1") == 0 && agg_zero());
+	CHECK("overlap_discards", EQ(rc, TC_ACT_OK) && EQ(ctr(SP_FG_DISCARDED), 1) &&
+	      EQ(ctr(SP_FG_COMPLETED), 0) && EQ(peer_mem("10.0.0.1"), 0) && agg_zero());
 
 	reset();
 	n = mk6(pkt, 77, 0, 1232, 1, 1);
 	rc = run(pkt, n);
 	n = mk6(pkt, 77, 1232, 800, 0, 1);
 	rc |= run(pkt, n);
-	CHECK("ipv6_ext_headers_complete", rc == TC_ACT_OK && ctr(SP_FG_FRAGS) == 2 &&
-	      ctr(SP_FG_COMPLETED) == 1);
+	CHECK("ipv6_ext_headers_complete", EQ(rc, TC_ACT_OK) && EQ(ctr(SP_FG_FRAGS), 2) &&
+	      EQ(ctr(SP_FG_COMPLETED), 1));
 	reset();
 	n = mk6(pkt, 78, 0, 1232, 1, 0);
 	run(pkt, n);
 	n = mk6(pkt, 78, 1232, 100, 0, 0);
 	run(pkt, n);
-	CHECK("ipv6_plain_complete", ctr(SP_FG_COMPLETED) == 1);
+	CHECK_EQ("ipv6_plain_complete", ctr(SP_FG_COMPLETED), 1);
 	reset();
 	n = mk6(pkt, 79, 0, 100, 0, 1);	/* atomic fragment */
 	rc = run(pkt, n);
-	CHECK("ipv6_atomic_fragment_not_tracked", rc == TC_ACT_OK && ctr(SP_FG_FRAGS) == 0);
+	CHECK("ipv6_atomic_fragment_not_tracked", EQ(rc, TC_ACT_OK) && EQ(ctr(SP_FG_FRAGS), 0));
 
 	reset();
 	n = mk4(pkt, "10.0.0.1", 6, 0, 1480, 1, 1);
 	rc = run(pkt, n);
 	n = mk4(pkt, "10.0.0.1", 7, 0, 1480, 1, 2);
 	rc |= run(pkt, n);
-	CHECK("vlan_and_qinq_fragments_parsed", rc == TC_ACT_OK && ctr(SP_FG_FRAGS) == 2 &&
-	      ctr(SP_FG_ADMITTED) == 2 && ctr(SP_FG_MALFORMED) == 0);
+	CHECK("vlan_and_qinq_fragments_parsed", EQ(rc, TC_ACT_OK) && EQ(ctr(SP_FG_FRAGS), 2) &&
+	      EQ(ctr(SP_FG_ADMITTED), 2) && EQ(ctr(SP_FG_MALFORMED), 0));
 
 	/* What ip_rcv_core / ipv6_frag_rcv drop goes to the kernel untouched. */
 	reset();
@@ -318,28 +318,29 @@ static void test_parsing(void)
 	rc |= run(pkt, n);
 	n = mk6(pkt, 81, 0, 4, 1, 0);			/* first fragment without the UDP header */
 	rc |= run(pkt, n);
-	CHECK("malformed_pass_untouched", rc == TC_ACT_OK && ctr(SP_FG_MALFORMED) == 4 &&
-	      ctr(SP_FG_ADMITTED) == 0);
+	CHECK("malformed_pass_untouched", EQ(rc, TC_ACT_OK) && EQ(ctr(SP_FG_MALFORMED), 4) &&
+	      EQ(ctr(SP_FG_ADMITTED), 0));
 	/* What the kernel queues and then discards, so do we. */
 	reset();
 	n = mk4(pkt, "10.0.0.1", 9, 65528, 100, 0, 0);	/* offset + len > 65535: queued */
 	rc = run(pkt, n);
-	CHECK("ipv4_past_64k_is_queued", rc == TC_ACT_OK && ctr(SP_FG_ADMITTED) == 1 &&
-	      peer_mem("10.0.0.1") > 0);
+	CHECK("ipv4_past_64k_is_queued", EQ(rc, TC_ACT_OK) && EQ(ctr(SP_FG_ADMITTED), 1) &&
+	      GT(peer_mem("10.0.0.1"), 0));
 	n = mk4(pkt, "10.0.0.1", 9, 1480, 0, 1, 0);	/* zero-length kills the queue */
 	rc = run(pkt, n);
-	CHECK("zero_length_kills_queue", rc == TC_ACT_OK && ctr(SP_FG_DISCARDED) == 1 &&
-	      peer_mem("10.0.0.1") == 0 && agg_zero());
+	CHECK("zero_length_kills_queue", EQ(rc, TC_ACT_OK) && EQ(ctr(SP_FG_DISCARDED), 1) &&
+	      EQ(peer_mem("10.0.0.1"), 0) && agg_zero());
 	reset();
 	n = mk6(pkt, 80, 8, 0, 1, 0);			/* IPv6 zero-length */
 	rc = run(pkt, n);
-	CHECK("ipv6_zero_length_discarded", rc == TC_ACT_OK && ctr(SP_FG_DISCARDED) == 1 && agg_zero());
+	CHECK("ipv6_zero_length_discarded", EQ(rc, TC_ACT_OK) && EQ(ctr(SP_FG_DISCARDED), 1) &&
+	      agg_zero());
 	/* Cut inside the IP header (behind a VLAN tag: test_run itself refuses a
 	 * plain IPv4 frame this short). */
 	reset();
 	n = mk4(pkt, "10.0.0.1", 12, 0, 1480, 1, 1);
 	rc = run(pkt, 14 + 4 + 10);
-	CHECK("short_header_passes", rc == TC_ACT_OK && ctr(SP_FG_ADMITTED) == 0);
+	CHECK("short_header_passes", EQ(rc, TC_ACT_OK) && EQ(ctr(SP_FG_ADMITTED), 0));
 }
 
 static void test_admission(void)
@@ -353,18 +354,19 @@ static void test_admission(void)
 		n = mk4(pkt, "10.0.0.7", 100 + i, 0, 1480, 1, 0);
 		shot += run(pkt, n) == TC_ACT_SHOT;
 	}
-	CHECK("peer_limit_refuses", shot > 0 && shot < 40 && ctr(SP_FG_REF_PEER) == (__u64)shot &&
-	      peer_mem("10.0.0.7") <= 16 * 1024);
+	CHECK("peer_limit_refuses", GT(shot, 0) && LT(shot, 40) &&
+	      EQ(ctr(SP_FG_REF_PEER), (__u64)shot) && LE(peer_mem("10.0.0.7"), 16 * 1024));
 	n = mk4(pkt, "10.0.0.7", 100 + 39, 1480, 1480, 1, 0);	/* follower of a refused one */
 	rc = run(pkt, n);
-	CHECK("followers_of_refused_dropped", rc == TC_ACT_SHOT && ctr(SP_FG_REF_FOLLOW) == 1);
+	CHECK("followers_of_refused_dropped", EQ(rc, TC_ACT_SHOT) && EQ(ctr(SP_FG_REF_FOLLOW), 1));
 	n = mk4(pkt, "10.0.0.8", 500, 0, 1480, 1, 0);
-	CHECK("other_peer_admitted", run(pkt, n) == TC_ACT_OK);
+	CHECK_EQ("other_peer_admitted", run(pkt, n), TC_ACT_OK);
 	n = mk4(pkt, "10.0.0.7", 1, 0, 100, 0, 0);
-	CHECK("nonfragment_of_full_peer_passes", run(pkt, n) == TC_ACT_OK);
+	CHECK_EQ("nonfragment_of_full_peer_passes", run(pkt, n), TC_ACT_OK);
 	/* Completing an admitted datagram still works for a full peer. */
 	n = mk4(pkt, "10.0.0.7", 100, 1480, 100, 0, 0);
-	CHECK("admitted_datagram_completes", run(pkt, n) == TC_ACT_OK && ctr(SP_FG_COMPLETED) == 1);
+	CHECK("admitted_datagram_completes", EQ(run(pkt, n), TC_ACT_OK) &&
+	      EQ(ctr(SP_FG_COMPLETED), 1));
 
 	/* Out-of-range tunables: limit 0 acts as 16 KiB, enforce 7 as 1. */
 	reset();
@@ -373,8 +375,8 @@ static void test_admission(void)
 		n = mk4(pkt, "10.0.1.7", 100 + i, 0, 1480, 1, 0);
 		shot += run(pkt, n) == TC_ACT_SHOT;
 	}
-	CHECK("clamped_limit_and_enforce", shot > 0 && shot < 40 && peer_mem("10.0.1.7") > 0 &&
-	      peer_mem("10.0.1.7") <= 16 * 1024);
+	CHECK("clamped_limit_and_enforce", GT(shot, 0) && LT(shot, 40) &&
+	      GT(peer_mem("10.0.1.7"), 0) && LE(peer_mem("10.0.1.7"), 16 * 1024));
 
 	/* enforce=0 counts refusals but drops nothing. */
 	reset();
@@ -383,7 +385,8 @@ static void test_admission(void)
 		n = mk4(pkt, "10.0.2.7", 100 + i, 0, 1480, 1, 0);
 		shot += run(pkt, n) == TC_ACT_SHOT;
 	}
-	CHECK("enforce_0_counts_only", shot == 0 && ctr(SP_FG_REF_PEER) > 0 && ctr(SP_FG_DROPPED) == 0);
+	CHECK("enforce_0_counts_only", EQ(shot, 0) && GT(ctr(SP_FG_REF_PEER), 0) &&
+	      EQ(ctr(SP_FG_DROPPED), 0));
 
 	/* prefix4 24: two sources in one /24 are one peer. */
 	reset();
@@ -392,7 +395,7 @@ static void test_admission(void)
 		n = mk4(pkt, i % 2 ? "10.0.3.1" : "10.0.3.2", 100 + i, 0, 1480, 1, 0);
 		shot += run(pkt, n) == TC_ACT_SHOT;
 	}
-	CHECK("prefix_groups_peers", shot > 0 && peer_mem("10.0.3.0") > 0);
+	CHECK("prefix_groups_peers", GT(shot, 0) && GT(peer_mem("10.0.3.0"), 0));
 
 	/* Age limit: namespace full and the peer at its limit -> no more fragments. */
 	reset();
@@ -417,10 +420,10 @@ static void test_admission(void)
 	usleep(2000);
 	n = mk4(pkt, "10.0.4.1", 1, 1480, 1480, 1, 0);
 	rc = run(pkt, n);
-	CHECK("age_limit_refuses_when_full", rc == TC_ACT_SHOT && ctr(SP_FG_REF_AGE) == 1);
+	CHECK("age_limit_refuses_when_full", EQ(rc, TC_ACT_SHOT) && EQ(ctr(SP_FG_REF_AGE), 1));
 	set_global(0, 0, 4 << 20, 30ULL * 1000000000);
 	n = mk4(pkt, "10.0.4.1", 1, 2960, 1480, 1, 0);
-	CHECK("age_limit_relaxes_when_memory_frees", run(pkt, n) == TC_ACT_OK);
+	CHECK_EQ("age_limit_relaxes_when_memory_frees", run(pkt, n), TC_ACT_OK);
 
 	/* Expiry: with ipfrag_time 50 ms, a datagram is released by the sweeper. */
 	reset();
@@ -428,9 +431,9 @@ static void test_admission(void)
 	set_global(0, 0, 4 << 20, 50ULL * 1000000);
 	n = mk4(pkt, "10.0.5.1", 1, 0, 1480, 1, 0);
 	run(pkt, n);
-	CHECK("held_before_expiry", peer_mem("10.0.5.1") > 0);
+	CHECK_GT("held_before_expiry", peer_mem("10.0.5.1"), 0);
 	usleep(700 * 1000);
-	CHECK("released_on_expiry", peer_mem("10.0.5.1") == 0 && ctr(SP_FG_EXPIRED) == 1);
+	CHECK("released_on_expiry", EQ(peer_mem("10.0.5.1"), 0) && EQ(ctr(SP_FG_EXPIRED), 1));
 
 	/* A filter its loader stopped feeding (kill -9 under clsact) judges
 	 * nothing from SP_FG_STALE_NS after the last write: a peer over its
@@ -442,14 +445,14 @@ static void test_admission(void)
 		n = mk4(pkt, "10.0.6.1", 100 + i, 0, 1480, 1, 0);
 		shot += run(pkt, n) == TC_ACT_SHOT;
 	}
-	CHECK("fed_filter_refuses", shot > 0 && ctr(SP_FG_ORPHANED) == 0);
+	CHECK("fed_filter_refuses", GT(shot, 0) && EQ(ctr(SP_FG_ORPHANED), 0));
 	set_global_at(0, 0, 4 << 20, 30ULL * 1000000000, mono_ns() - SP_FG_STALE_NS - 1000000);
 	n = mk4(pkt, "10.0.6.1", 200, 0, 1480, 1, 0);
 	rc = run(pkt, n);
-	CHECK("orphaned_filter_passes", rc == TC_ACT_OK && ctr(SP_FG_ORPHANED) == 1);
+	CHECK("orphaned_filter_passes", EQ(rc, TC_ACT_OK) && EQ(ctr(SP_FG_ORPHANED), 1));
 	set_global_at(0, 0, 4 << 20, 30ULL * 1000000000, mono_ns());
 	n = mk4(pkt, "10.0.6.1", 201, 0, 1480, 1, 0);
-	CHECK("fed_again_refuses", run(pkt, n) == TC_ACT_SHOT);
+	CHECK_EQ("fed_again_refuses", run(pkt, n), TC_ACT_SHOT);
 
 	/* Unknown pool: peers not yet known share unknown_pct of high. */
 	reset();
@@ -469,9 +472,9 @@ static void test_admission(void)
 	}
 	printf("# unknown pool: %d of 200 spoofed datagrams refused, ref_unknown %llu ref_peer %llu\n",
 	       shot, (unsigned long long)ctr(SP_FG_REF_UNKNOWN), (unsigned long long)ctr(SP_FG_REF_PEER));
-	CHECK("spoofed_sources_capped", shot > 100 && ctr(SP_FG_REF_UNKNOWN) == (__u64)shot);
+	CHECK("spoofed_sources_capped", GT(shot, 100) && EQ(ctr(SP_FG_REF_UNKNOWN), (__u64)shot));
 	n = mk4(pkt, "10.0.6.1", 2, 0, 1480, 1, 0);
-	CHECK("known_peer_keeps_access", run(pkt, n) == TC_ACT_OK);
+	CHECK_EQ("known_peer_keeps_access", run(pkt, n), TC_ACT_OK);
 	known_kb = 64, known_s = 2;
 }
 
@@ -516,22 +519,22 @@ static void test_large(void)
 	set_cfg(32, 128, 1024, 50, 50, 1);
 	for (int i = 0; i < 20; i++)
 		shot += send_dgram(1, NULL, 1000 + i, 65000, 1232, 1);	/* IPv6 at MTU 1280 */
-	CHECK("ipv6_65000_at_mtu1280_shuffled", !shot && ctr(SP_FG_COMPLETED) == 20 &&
-	      ctr(SP_FG_DISCARDED) == 0 && agg_zero());
+	CHECK("ipv6_65000_at_mtu1280_shuffled", EQ(shot, 0) && EQ(ctr(SP_FG_COMPLETED), 20) &&
+	      EQ(ctr(SP_FG_DISCARDED), 0) && agg_zero());
 	reset();
 	for (int i = 0; i < 20; i++)
 		shot += send_dgram(0, "10.1.0.1", 1000 + i, 65000, 552, 1);	/* IPv4 at MTU 576 */
-	CHECK("ipv4_65000_at_mtu576_shuffled", !shot && ctr(SP_FG_COMPLETED) == 20 &&
-	      peer_mem("10.1.0.1") == 0 && agg_zero());
+	CHECK("ipv4_65000_at_mtu576_shuffled", EQ(shot, 0) && EQ(ctr(SP_FG_COMPLETED), 20) &&
+	      EQ(peer_mem("10.1.0.1"), 0) && agg_zero());
 	reset();
 	for (int i = 0; i < 3; i++)
 		shot += send_dgram(0, "10.1.0.2", 2000 + i, 65000, 48, 1);	/* IPv4 at MTU 68 */
-	CHECK("ipv4_65000_at_mtu68_shuffled", !shot && ctr(SP_FG_COMPLETED) == 3 &&
-	      ctr(SP_FG_INEXACT) == 0 && agg_zero());
+	CHECK("ipv4_65000_at_mtu68_shuffled", EQ(shot, 0) && EQ(ctr(SP_FG_COMPLETED), 3) &&
+	      EQ(ctr(SP_FG_INEXACT), 0) && agg_zero());
 	reset();
 	for (int i = 0; i < 20; i++)
 		shot += send_dgram(0, "10.1.0.3", 3000 + i, 65000, 1480, 0);
-	CHECK("ipv4_65000_in_order", !shot && ctr(SP_FG_COMPLETED) == 20 && agg_zero());
+	CHECK("ipv4_65000_in_order", EQ(shot, 0) && EQ(ctr(SP_FG_COMPLETED), 20) && agg_zero());
 
 	/* Duplicates inside a run are dropped by the kernel, queue kept. */
 	reset();
@@ -539,8 +542,8 @@ static void test_large(void)
 	run(pkt, mk4(pkt, "10.1.0.4", 1, 1480, 1480, 1, 0));
 	run(pkt, mk4(pkt, "10.1.0.4", 1, 8, 1000, 1, 0));	/* inside the run [0, 2960) */
 	run(pkt, mk4(pkt, "10.1.0.4", 1, 2960, 100, 0, 0));
-	CHECK("duplicate_inside_run_then_complete", ctr(SP_FG_DUPS) == 1 &&
-	      ctr(SP_FG_COMPLETED) == 1 && agg_zero());
+	CHECK("duplicate_inside_run_then_complete", EQ(ctr(SP_FG_DUPS), 1) &&
+	      EQ(ctr(SP_FG_COMPLETED), 1) && agg_zero());
 	/* A fragment across two runs (the second inserted out of order) is an
 	 * overlap to the kernel, even though every byte was there. */
 	reset();
@@ -548,8 +551,8 @@ static void test_large(void)
 	run(pkt, mk4(pkt, "10.1.0.5", 2, 0, 1480, 1, 0));
 	run(pkt, mk4(pkt, "10.1.0.5", 2, 1480, 1480, 1, 0));	/* its own run */
 	run(pkt, mk4(pkt, "10.1.0.5", 2, 0, 2960, 1, 0));	/* spans two runs */
-	CHECK("span_of_two_runs_discards", ctr(SP_FG_DISCARDED) == 1 && ctr(SP_FG_DUPS) == 0 &&
-	      agg_zero());
+	CHECK("span_of_two_runs_discards", EQ(ctr(SP_FG_DISCARDED), 1) &&
+	      EQ(ctr(SP_FG_DUPS), 0) && agg_zero());
 }
 
 /* Item 2: "known" costs known_kb over known_s, and cannot be taken from anyone. */
@@ -564,7 +567,7 @@ static void test_reputation(void)
 	set_cfg(32, 64, 1024, 50, 50, 1);
 	for (int i = 0; i < 2; i++)
 		send_dgram(0, "10.2.0.1", 10 + i, 16, 8, 0);
-	CHECK("two_tiny_datagrams_do_not_make_known", ctr(SP_FG_COMPLETED) == 2 &&
+	CHECK("two_tiny_datagrams_do_not_make_known", EQ(ctr(SP_FG_COMPLETED), 2) &&
 	      !is_known("10.2.0.1"));
 	for (int i = 0; i < 20; i++)
 		send_dgram(0, "10.2.0.2", 100 + i, 4000, 1480, 0);	/* 80 KB in no time */
@@ -572,7 +575,7 @@ static void test_reputation(void)
 	known_s = 0;
 	set_cfg(32, 64, 1024, 50, 50, 1);
 	send_dgram(0, "10.2.0.2", 200, 4000, 1480, 0);
-	CHECK("bytes_over_time_make_known", is_known("10.2.0.2") && ctr(SP_FG_PROMOTED) == 1);
+	CHECK("bytes_over_time_make_known", is_known("10.2.0.2") && EQ(ctr(SP_FG_PROMOTED), 1));
 
 	/* Fill the known map; a newcomer then cannot push anyone out. */
 	known_kb = 1;
@@ -588,12 +591,12 @@ static void test_reputation(void)
 						       i ? (void *)&v : NULL, &v); i++, n++)
 		known = n + 1;
 	CHECK("known_map_full_keeps_old_peers", is_known("10.2.0.2") &&
-	      ctr(SP_FG_KNOWN_FULL) >= 10 && known == SP_FG_KNOWN);
+	      GE(ctr(SP_FG_KNOWN_FULL), 10) && EQ(known, SP_FG_KNOWN));
 	/* Overlapping fragments are no completion, and earn nothing. */
 	reset();
 	run(pkt, mk4(pkt, "10.2.0.9", 7, 0, 1480, 1, 0));
 	run(pkt, mk4(pkt, "10.2.0.9", 7, 1000, 1480, 0, 0));
-	CHECK("overlap_earns_no_reputation", ctr(SP_FG_COMPLETED) == 0 && !is_known("10.2.0.9"));
+	CHECK("overlap_earns_no_reputation", EQ(ctr(SP_FG_COMPLETED), 0) && !is_known("10.2.0.9"));
 	known_kb = 64, known_s = 2;
 	set_cfg(32, 64, 1024, 50, 50, 1);
 }
@@ -638,10 +641,9 @@ static void test_accounting(void)
 		if (i % 2000 == 1999) {
 			a = get_agg();
 			if (a.mem[0] < 0 || a.unknown_mem[0] < 0 || peers_mem() != a.mem[0]) {
-				printf("# chaos at %d: agg %lld unknown %lld peers %lld\n", i,
-				       (long long)a.mem[0], (long long)a.unknown_mem[0],
-				       (long long)peers_mem());
-				ok = false;
+				ok = check_note("chaos at %d: agg %lld unknown %lld peers %lld", i,
+						(long long)a.mem[0], (long long)a.unknown_mem[0],
+						(long long)peers_mem());
 			}
 		}
 	}
@@ -649,8 +651,8 @@ static void test_accounting(void)
 	printf("# chaos: %llu completed, %llu discarded, %llu dups, held %lld\n",
 	       (unsigned long long)ctr(SP_FG_COMPLETED), (unsigned long long)ctr(SP_FG_DISCARDED),
 	       (unsigned long long)ctr(SP_FG_DUPS), (long long)a.mem[0]);
-	CHECK("chaos_sums_consistent_never_negative", ok && a.mem[0] > 0 &&
-	      ctr(SP_FG_DISCARDED) > 0 && ctr(SP_FG_DUPS) > 0);
+	CHECK("chaos_sums_consistent_never_negative", ok && GT(a.mem[0], 0) &&
+	      GT(ctr(SP_FG_DISCARDED), 0) && GT(ctr(SP_FG_DUPS), 0));
 
 	/* Three floods of spoofed first fragments, more sources than the peer
 	 * LRU holds, then everything expires. */
@@ -662,15 +664,15 @@ static void test_accounting(void)
 			run(pkt, mk4(pkt, src, i, 0, 1400, 1, 0));
 		}
 	a = get_agg();
-	CHECK("flood_tracked", a.mem[0] > 0 && ctr(SP_FG_ADMITTED) >= 60000);
+	CHECK("flood_tracked", GT(a.mem[0], 0) && GE(ctr(SP_FG_ADMITTED), 60000));
 	set_global(0, 0, 1ULL << 40, 50ULL * 1000000);	/* ipfrag_time 50 ms */
 	usleep(900 * 1000);
 	a = get_agg();
 	printf("# after expiry: mem %lld unknown %lld active %u dgrams %u peers %lld\n",
 	       (long long)a.mem[0], (long long)a.unknown_mem[0], a.active_peers, a.dgrams,
 	       (long long)peers_mem());
-	CHECK("all_aggregates_back_to_zero", agg_zero() && a.active_peers == 0 && a.dgrams == 0 &&
-	      peers_mem() == 0);
+	CHECK("all_aggregates_back_to_zero", agg_zero() && EQ(a.active_peers, 0) &&
+	      EQ(a.dgrams, 0) && EQ(peers_mem(), 0));
 	set_cfg(32, 64, 1024, 50, 50, 1);
 }
 
@@ -679,7 +681,7 @@ static void test_key(void)
 {
 	reset();
 	send_dgram(1, NULL, 4242, 9000, 1232, 2);	/* next header 17 or 59 per fragment */
-	CHECK("ipv6_key_ignores_next_header", ctr(SP_FG_COMPLETED) == 1 && agg_zero());
+	CHECK("ipv6_key_ignores_next_header", EQ(ctr(SP_FG_COMPLETED), 1) && agg_zero());
 	/* IPv4 keys on the protocol: same id, another protocol, another datagram. */
 	reset();
 	run(pkt, mk4(pkt, "10.5.0.1", 9, 0, 1480, 1, 0));
@@ -690,7 +692,8 @@ static void test_key(void)
 	*(__u16 *)(pkt + 14 + 10) = ip_csum(pkt + 14, 20);
 	run(pkt, n);
 	run(pkt, mk4(pkt, "10.5.0.1", 9, 1480, 100, 0, 0));
-	CHECK("ipv4_key_includes_protocol", ctr(SP_FG_ADMITTED) == 2 && ctr(SP_FG_COMPLETED) == 1);
+	CHECK("ipv4_key_includes_protocol", EQ(ctr(SP_FG_ADMITTED), 2) &&
+	      EQ(ctr(SP_FG_COMPLETED), 1));
 }
 
 /* IPv6 fragment with nbefore destination-options headers before the
@@ -732,25 +735,26 @@ static void test_review(void)
 	/* The program passes on to the next filter, never ends the chain. */
 	reset();
 	n = mk4(pkt, "10.6.0.1", 1, 0, 100, 0, 0);
-	CHECK("nonfragment_goes_to_next_filter", run(pkt, n) == TC_ACT_OK);
+	CHECK_EQ("nonfragment_goes_to_next_filter", run(pkt, n), TC_ACT_OK);
 	n = mk4(pkt, "10.6.0.1", 2, 0, 1480, 1, 0);
-	CHECK("fragment_goes_to_next_filter", run(pkt, n) == TC_ACT_OK);
+	CHECK_EQ("fragment_goes_to_next_filter", run(pkt, n), TC_ACT_OK);
 
 	/* A fragment header behind a long extension chain is still seen. */
 	reset();
 	run(pkt, mk6chain(pkt, 5, 0, 1232, 1, 12, 0));
 	run(pkt, mk6chain(pkt, 5, 1232, 100, 0, 12, 0));
-	CHECK("ipv6_long_extension_chain_seen", ctr(SP_FG_FRAGS) == 2 && ctr(SP_FG_COMPLETED) == 1);
+	CHECK("ipv6_long_extension_chain_seen", EQ(ctr(SP_FG_FRAGS), 2) &&
+	      EQ(ctr(SP_FG_COMPLETED), 1));
 	/* A first fragment whose headers after ours end in No Next Header is
 	 * queued (not truncated); one cut inside its UDP header is not. */
 	reset();
 	run(pkt, mk6chain(pkt, 6, 0, 0, 1, 0, 1));
-	CHECK("ipv6_first_fragment_headers_after_ours", ctr(SP_FG_MALFORMED) == 0 &&
-	      ctr(SP_FG_ADMITTED) == 1);
+	CHECK("ipv6_first_fragment_headers_after_ours", EQ(ctr(SP_FG_MALFORMED), 0) &&
+	      EQ(ctr(SP_FG_ADMITTED), 1));
 	reset();
 	run(pkt, mk6chain(pkt, 7, 0, 6, 1, 0, 0));
-	CHECK("ipv6_first_fragment_cut_upper_header", ctr(SP_FG_MALFORMED) == 1 &&
-	      ctr(SP_FG_ADMITTED) == 0);
+	CHECK("ipv6_first_fragment_cut_upper_header", EQ(ctr(SP_FG_MALFORMED), 1) &&
+	      EQ(ctr(SP_FG_ADMITTED), 0));
 
 	/* Spoofed first fragments in a known peer's name, while the namespace
 	 * has room: the known peer is not refused. Under load it is. */
@@ -762,10 +766,10 @@ static void test_review(void)
 	for (int i = 0; i < 40; i++)
 		run(pkt, mk4(pkt, "10.6.0.9", 100 + i, 0, 1480, 1, 0));	/* the spoofer */
 	CHECK("known_peer_not_refused_without_load", is_known("10.6.0.9") &&
-	      !send_dgram(0, "10.6.0.9", 500, 3000, 1480, 0) && ctr(SP_FG_REF_PEER) == 0);
+	      EQ(send_dgram(0, "10.6.0.9", 500, 3000, 1480, 0), 0) && EQ(ctr(SP_FG_REF_PEER), 0));
 	set_global(0, 3 << 20, 4 << 20, 30ULL * 1000000000);	/* 75% of high */
 	CHECK("known_peer_over_limit_refused_under_load",
-	      send_dgram(0, "10.6.0.9", 600, 3000, 1480, 0) > 0 && ctr(SP_FG_REF_PEER) > 0);
+	      GT(send_dgram(0, "10.6.0.9", 600, 3000, 1480, 0), 0) && GT(ctr(SP_FG_REF_PEER), 0));
 
 	/* Under load, the fair share divides among known peers: thousands of
 	 * spoofed unknown sources do not shrink it. */
@@ -783,8 +787,8 @@ static void test_review(void)
 	usleep(600 * 1000);	/* a sweep counts the peers */
 	set_global(0, 3 << 20, 4 << 20, 30ULL * 1000000000);
 	printf("# %u peers active, %u datagrams\n", get_agg().active_peers, get_agg().dgrams);
-	CHECK("fair_share_not_diluted_by_unknown_peers", get_agg().active_peers > 500 &&
-	      !send_dgram(0, "10.6.1.1", 3, 3000, 1480, 0));
+	CHECK("fair_share_not_diluted_by_unknown_peers", GT(get_agg().active_peers, 500) &&
+	      EQ(send_dgram(0, "10.6.1.1", 3, 3000, 1480, 0), 0));
 	known_kb = 64, known_s = 2;
 	set_cfg(32, 64, 1024, 50, 50, 1);
 
@@ -801,7 +805,7 @@ static void test_review(void)
 	run(pkt, mk4(pkt, "10.6.2.2", 9, 0, 1480, 1, 0));
 	for (int k = 0; k < 6; k++)
 		run(pkt, mk4(pkt, "10.6.2.2", 9, k * 2960 + 1480, 1480, k < 5, 0));
-	CHECK("inexact_never_completes", ctr(SP_FG_INEXACT) == 1 && ctr(SP_FG_COMPLETED) == 0);
+	CHECK("inexact_never_completes", EQ(ctr(SP_FG_INEXACT), 1) && EQ(ctr(SP_FG_COMPLETED), 0));
 	set_cfg(32, 64, 1024, 50, 50, 1);
 }
 

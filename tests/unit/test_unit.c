@@ -7,41 +7,33 @@
 #include <unistd.h>
 #include "sp.h"
 #include "config.h"
-
-static int failures;
-
-#define CHECK(name, cond) do {						\
-	if (cond)							\
-		printf("PASS %s\n", name);				\
-	else {								\
-		printf("FAIL %s: %s (line %d)\n", name, #cond, __LINE__); \
-		failures++;						\
-	}								\
-} while (0)
+#include "check.h"
 
 static void test_parse_u32(void)
 {
 	__u32 v = 7;
 
-	CHECK("u32_decimal", !sp_parse_u32("42", 0, 100, &v) && v == 42);
-	CHECK("u32_hex", !sp_parse_u32("0x10", 0, 100, &v) && v == 16);
-	CHECK("u32_bounds_inclusive", !sp_parse_u32("100", 0, 100, &v) && v == 100 &&
-	      !sp_parse_u32("5", 5, 100, &v) && v == 5);
-	CHECK("u32_above_max", sp_parse_u32("101", 0, 100, &v) == -ERANGE);
-	CHECK("u32_below_min", sp_parse_u32("4", 5, 100, &v) == -ERANGE);
-	CHECK("u32_negative", sp_parse_u32("-1", 0, 100, &v) == -EINVAL);
-	CHECK("u32_garbage", sp_parse_u32("12x", 0, 100, &v) == -EINVAL &&
-	      sp_parse_u32("", 0, 100, &v) == -EINVAL &&
-	      sp_parse_u32(" 1", 0, 100, &v) == -EINVAL);
-	CHECK("u32_overflow", sp_parse_u32("4294967296", 0, 0xffffffff, &v) == -ERANGE &&
-	      sp_parse_u32("99999999999999999999999", 0, 0xffffffff, &v) == -EINVAL);
-	CHECK("u32_leading_zero", sp_parse_u32("010", 0, 100, &v) == -EDOM &&
-	      sp_parse_u32("00", 0, 100, &v) == -EDOM && !sp_parse_u32("0", 0, 100, &v) && v == 0);
-	CHECK("u32_hex_needs_digits", sp_parse_u32("0x", 0, 100, &v) == -EINVAL &&
-	      sp_parse_u32("0x-1", 0, 100, &v) == -EINVAL && sp_parse_u32("0xg", 0, 100, &v) == -EINVAL);
+	CHECK("u32_decimal", EQ(sp_parse_u32("42", 0, 100, &v), 0) && EQ(v, 42));
+	CHECK("u32_hex", EQ(sp_parse_u32("0x10", 0, 100, &v), 0) && EQ(v, 16));
+	CHECK("u32_bounds_inclusive", EQ(sp_parse_u32("100", 0, 100, &v), 0) && EQ(v, 100) &&
+	      EQ(sp_parse_u32("5", 5, 100, &v), 0) && EQ(v, 5));
+	CHECK_EQ("u32_above_max", sp_parse_u32("101", 0, 100, &v), -ERANGE);
+	CHECK_EQ("u32_below_min", sp_parse_u32("4", 5, 100, &v), -ERANGE);
+	CHECK_EQ("u32_negative", sp_parse_u32("-1", 0, 100, &v), -EINVAL);
+	CHECK("u32_garbage", EQ(sp_parse_u32("12x", 0, 100, &v), -EINVAL) &&
+	      EQ(sp_parse_u32("", 0, 100, &v), -EINVAL) &&
+	      EQ(sp_parse_u32(" 1", 0, 100, &v), -EINVAL));
+	CHECK("u32_overflow", EQ(sp_parse_u32("4294967296", 0, 0xffffffff, &v), -ERANGE) &&
+	      EQ(sp_parse_u32("99999999999999999999999", 0, 0xffffffff, &v), -EINVAL));
+	CHECK("u32_leading_zero", EQ(sp_parse_u32("010", 0, 100, &v), -EDOM) &&
+	      EQ(sp_parse_u32("00", 0, 100, &v), -EDOM) && EQ(sp_parse_u32("0", 0, 100, &v), 0) &&
+	      EQ(v, 0));
+	CHECK("u32_hex_needs_digits", EQ(sp_parse_u32("0x", 0, 100, &v), -EINVAL) &&
+	      EQ(sp_parse_u32("0x-1", 0, 100, &v), -EINVAL) &&
+	      EQ(sp_parse_u32("0xg", 0, 100, &v), -EINVAL));
 	v = 7;
 	sp_parse_u32("1000", 0, 100, &v);
-	CHECK("u32_untouched_on_error", v == 7);
+	CHECK_EQ("u32_untouched_on_error", v, 7);
 }
 
 static void test_modules(void)
@@ -49,32 +41,35 @@ static void test_modules(void)
 	__u32 mask = 0;
 	int idx = -1;
 
-	CHECK("modules_all", !sp_parse_modules("all", &mask) &&
-	      mask == (1u << sp_nr_modules) - 1);
-	CHECK("modules_one", !sp_parse_modules("tcpstats", &mask) &&
-	      sp_module_find("tcpstats", &idx) && mask == 1u << idx);
-	CHECK("modules_unknown", sp_parse_modules("tcpstats,nope", &mask) == -1);
-	CHECK("modules_empty", sp_parse_modules(",", &mask) == -1);
-	CHECK("modules_table_sane", sp_nr_modules > 0 && sp_nr_modules <= 16);
+	CHECK("modules_all", EQ(sp_parse_modules("all", &mask), 0) &&
+	      EQ(mask, (1u << sp_nr_modules) - 1));
+	CHECK("modules_one", EQ(sp_parse_modules("tcpstats", &mask), 0) &&
+	      sp_module_find("tcpstats", &idx) && EQ(mask, 1u << idx));
+	CHECK_EQ("modules_unknown", sp_parse_modules("tcpstats,nope", &mask), -1);
+	CHECK_EQ("modules_empty", sp_parse_modules(",", &mask), -1);
+	CHECK("modules_table_sane", GT(sp_nr_modules, 0) && LE(sp_nr_modules, 16));
+	/* Per module: "tunable_table_defaults_in_range/rehash"; a failure names the tunable. */
 	for (int i = 0; i < sp_nr_modules; i++) {
 		const struct sp_module *m = sp_modules[i];
-		bool ok = m->cfg_size <= 256 && m->start && m->stop && m->report;
+		bool ok = LE(m->cfg_size, 256) && ((m->start && m->stop && m->report) ||
+			  check_note("start, stop or report missing"));
 
 		for (int j = 0; j < m->nr_tunables; j++) {
 			const struct sp_tunable *t = &m->tunables[j];
 
-			ok &= t->off + sizeof(__u32) <= m->cfg_size;
-			ok &= t->min <= t->def && t->def <= t->max;
+			ok &= (LE(t->off + sizeof(__u32), m->cfg_size) && LE(t->min, t->def) &&
+			       LE(t->def, t->max)) || check_note("in %s.%s", m->name, t->name);
 		}
-		CHECK("tunable_table_defaults_in_range", ok);
+		CHECK(check_name("tunable_table_defaults_in_range/%s", m->name), ok);
 		/* Every __u32 of the config struct is a tunable, each exactly once. */
 		__u32 offs = 0;
 
 		for (int j = 0; j < m->nr_tunables; j++)
 			offs |= (m->tunables[j].off % 4 == 0 && m->tunables[j].off / 4 < 32) ?
 				1u << (m->tunables[j].off / 4) : 0;
-		CHECK("tunable_table_covers_cfg_struct", m->cfg_size == 4u * m->nr_tunables &&
-		      m->nr_tunables < 32 && offs == (1u << m->nr_tunables) - 1);
+		CHECK(check_name("tunable_table_covers_cfg_struct/%s", m->name),
+		      EQ(m->cfg_size, 4u * m->nr_tunables) && LT(m->nr_tunables, 32) &&
+		      EQ(offs, (1u << m->nr_tunables) - 1));
 	}
 }
 
@@ -85,31 +80,31 @@ static void test_tunables(void)
 	__u32 v = 0;
 
 	CHECK("tunable_find", sp_tunable_find("tcpstats.port", &m) && m &&
-	      !strcmp(m->name, "tcpstats"));
+	      STREQ(m->name, "tcpstats"));
 	CHECK("tunable_no_dot", !sp_tunable_find("port", &m));
 	CHECK("tunable_unknown_module", !sp_tunable_find("nope.port", &m));
 	CHECK("tunable_unknown_name", !sp_tunable_find("tcpstats.nope", &m));
-	CHECK("assign_ok", !sp_parse_assignment("tcpstats.port=5201", &m, &t, &v) &&
-	      v == 5201 && !strcmp(t->name, "port"));
-	CHECK("assign_out_of_range", sp_parse_assignment("tcpstats.port=65536", &m, &t, &v) == -1);
-	CHECK("assign_no_value", sp_parse_assignment("tcpstats.port=", &m, &t, &v) == -1);
-	CHECK("assign_no_equals", sp_parse_assignment("tcpstats.port", &m, &t, &v) == -1);
-	CHECK("assign_no_key", sp_parse_assignment("=5", &m, &t, &v) == -1);
+	CHECK("assign_ok", EQ(sp_parse_assignment("tcpstats.port=5201", &m, &t, &v), 0) &&
+	      EQ(v, 5201) && STREQ(t->name, "port"));
+	CHECK_EQ("assign_out_of_range", sp_parse_assignment("tcpstats.port=65536", &m, &t, &v), -1);
+	CHECK_EQ("assign_no_value", sp_parse_assignment("tcpstats.port=", &m, &t, &v), -1);
+	CHECK_EQ("assign_no_equals", sp_parse_assignment("tcpstats.port", &m, &t, &v), -1);
+	CHECK_EQ("assign_no_key", sp_parse_assignment("=5", &m, &t, &v), -1);
 }
 
 static void test_paths(void)
 {
 	char buf[64], big[300];
 
-	CHECK("pin_path_ok", !sp_pin_path(buf, sizeof(buf), "/sys/fs/bpf/x", "meta") &&
-	      !strcmp(buf, "/sys/fs/bpf/x/meta"));
+	CHECK("pin_path_ok", EQ(sp_pin_path(buf, sizeof(buf), "/sys/fs/bpf/x", "meta"), 0) &&
+	      STREQ(buf, "/sys/fs/bpf/x/meta"));
 	memset(big, 'a', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
-	CHECK("pin_path_too_long", sp_pin_path(buf, sizeof(buf), "/sys/fs/bpf", big) == -1);
-	CHECK("cgroup_missing", sp_resolve_cgroup("/nonexistent/sp-unit", buf, sizeof(buf)) == -1);
-	CHECK("cgroup_not_cgroup2", sp_resolve_cgroup("/tmp", buf, sizeof(buf)) == -1);
-	CHECK("bpffs_not_bpf", sp_ensure_bpffs("/tmp/sp-unit-pins") == -1);
-	CHECK("bpffs_relative", sp_ensure_bpffs("pins") == -1);
+	CHECK_EQ("pin_path_too_long", sp_pin_path(buf, sizeof(buf), "/sys/fs/bpf", big), -1);
+	CHECK_EQ("cgroup_missing", sp_resolve_cgroup("/nonexistent/sp-unit", buf, sizeof(buf)), -1);
+	CHECK_EQ("cgroup_not_cgroup2", sp_resolve_cgroup("/tmp", buf, sizeof(buf)), -1);
+	CHECK_EQ("bpffs_not_bpf", sp_ensure_bpffs("/tmp/sp-unit-pins"), -1);
+	CHECK_EQ("bpffs_relative", sp_ensure_bpffs("pins"), -1);
 }
 
 /* What the writer produced, as a string (freed by the caller). */
@@ -146,8 +141,8 @@ static void test_json(void)
 {
 	char *s = json_of(json_doc);
 
-	CHECK("json_commas_escapes_bounds", !strcmp(s, "{\"a\":1,\"empty\":[],"
-	      "\"o\":{\"s\":\"q\\\"\\\\\\u000a\"},\"l\":[-1,true,null,1.5],\"cut\":\"AB\"}"));
+	CHECK_STR("json_commas_escapes_bounds", s, "{\"a\":1,\"empty\":[],"
+	      "\"o\":{\"s\":\"q\\\"\\\\\\u000a\"},\"l\":[-1,true,null,1.5],\"cut\":\"AB\"}");
 	free(s);
 }
 
@@ -205,21 +200,21 @@ static void test_report(void)
 	char *s = json_of(report_doc);
 	int rows = 0;
 
-	CHECK("report_json", !strcmp(s, "{\"fragments\":7,\"ipv4\":{\"mem\":-1,\"time_s\":30},"
+	CHECK("report_json", STREQ(s, "{\"fragments\":7,\"ipv4\":{\"mem\":-1,\"time_s\":30},"
 	      "\"ipv6\":{\"mem\":2},\"active_peers\":3,"
 	      "\"top\":[{\"dst\":\"10.0.0.1\",\"up\":true,\"age_s\":1.2}],\"empty\":[]}") ||
-	      !strcmp(s, "{\"fragments\":7,\"ipv4\":{\"mem\":-1,\"time_s\":30},"
+	      STREQ(s, "{\"fragments\":7,\"ipv4\":{\"mem\":-1,\"time_s\":30},"
 	      "\"ipv6\":{\"mem\":2},\"active_peers\":3,"
 	      "\"top\":[{\"dst\":\"10.0.0.1\",\"up\":true,\"age_s\":1.3}],\"empty\":[]}"));
 	free(s);
 	s = json_of(report_txt);
-	CHECK("report_text", strstr(s, "  ipv4.mem") && strstr(s, "-1 B\n") && strstr(s, "30 s\n") &&
-	      strstr(s, "top (1):\n    dst      up  age_s\n    10.0.0.1 yes 1.") && strstr(s, "empty (0):\n"));
+	CHECK("report_text", HAS(s, "  ipv4.mem") && HAS(s, "-1 B\n") && HAS(s, "30 s\n") &&
+	      HAS(s, "top (1):\n    dst      up  age_s\n    10.0.0.1 yes 1.") && HAS(s, "empty (0):\n"));
 	free(s);
 	for (int i = 0; i < SP_REPORT_RECS + 5; i++)
 		sp_rec_counter(r, NULL, "x", i, "", "");
-	CHECK("report_records_bounded", r->nr_recs == SP_REPORT_RECS &&
-	      r->recs[SP_REPORT_RECS - 1].v.u == SP_REPORT_RECS - 1);
+	CHECK("report_records_bounded", EQ(r->nr_recs, SP_REPORT_RECS) &&
+	      EQ(r->recs[SP_REPORT_RECS - 1].v.u, SP_REPORT_RECS - 1));
 	for (int i = 0; i < SP_REPORT_TABLES; i++)
 		sp_table_add(r, "t", "", unit_cols, 3);
 	CHECK("report_tables_bounded", !sp_table_add(r, "t", "", unit_cols, 3) &&
@@ -227,7 +222,7 @@ static void test_report(void)
 	t = &r->tables[0];
 	while (sp_table_row(t))
 		rows++;
-	CHECK("report_rows_bounded", rows == SP_TABLE_ROWS && t->nr_rows == SP_TABLE_ROWS);
+	CHECK("report_rows_bounded", EQ(rows, SP_TABLE_ROWS) && EQ(t->nr_rows, SP_TABLE_ROWS));
 	free(r);
 }
 
@@ -239,10 +234,11 @@ static void test_instances(void)
 
 	for (int i = 0; i < sp_nr_modules; i++) {
 		sp_modules[i]->stop(&run, NULL);
-		ok &= sp_run_inst(&run, sp_modules[i]) == NULL;
+		ok &= EQ(sp_run_inst(&run, sp_modules[i]), NULL) ||
+		      check_note("after %s's stop", sp_modules[i]->name);
 	}
 	run.inst[0] = &run;
-	CHECK("instance_stop_null", ok && sp_run_inst(&run, sp_modules[0]) == &run);
+	CHECK("instance_stop_null", ok && EQ(sp_run_inst(&run, sp_modules[0]), &run));
 }
 
 /* Split "a / b" into at most n trimmed parts; returns how many. */
@@ -273,7 +269,7 @@ static void test_readme_tunables(const char *readme)
 	FILE *f = fopen(readme, "r");
 
 	if (!f) {
-		CHECK("readme_tunables_found", f != NULL);
+		CHECK("readme_tunables_found", check_note("%s: %m", readme));
 		return;
 	}
 	while (fgets(line, sizeof(line), f)) {
@@ -318,19 +314,20 @@ static void test_readme_tunables(const char *readme)
 				snprintf(msg, sizeof(msg), "%s.%s: in %d README rows, expected 1",
 					 sp_modules[i]->name, sp_modules[i]->tunables[j].name, seen[i][j]);
 	if (*msg)
-		printf("FAIL readme_tunables: %s\n", msg), failures++;
+		CHECK("readme_tunables", check_note("%s", msg));
 	else
-		CHECK("readme_tunables", rows > 0);
+		CHECK_GT("readme_tunables", rows, 0);
 }
 
 static void test_cgroup_input(void)
 {
 	char buf[256];
 
-	CHECK("cgroup_required", sp_resolve_cgroup(NULL, buf, sizeof(buf)) == -1);
-	CHECK("cgroup_empty", sp_resolve_cgroup("", buf, sizeof(buf)) == -1);
-	CHECK("cgroup_dot_is_not_root", sp_resolve_cgroup(".", buf, sizeof(buf)) == -1);
-	CHECK("cgroup_root_by_slash", !sp_resolve_cgroup("/", buf, sizeof(buf)) && buf[0] == '/');
+	CHECK_EQ("cgroup_required", sp_resolve_cgroup(NULL, buf, sizeof(buf)), -1);
+	CHECK_EQ("cgroup_empty", sp_resolve_cgroup("", buf, sizeof(buf)), -1);
+	CHECK_EQ("cgroup_dot_is_not_root", sp_resolve_cgroup(".", buf, sizeof(buf)), -1);
+	CHECK("cgroup_root_by_slash", EQ(sp_resolve_cgroup("/", buf, sizeof(buf)), 0) &&
+	      EQ(buf[0], '/'));
 }
 
 /* Config files: pin folder names, values and where an error is. */
@@ -343,36 +340,41 @@ static void test_config(void)
 	int fd;
 	FILE *f;
 
-	CHECK("cgname_systemd", !sp_cgroup_pin_name("system.slice/nginx.service", name, sizeof(name)) &&
-	      !strcmp(name, "system+slice:nginx+service"));
-	CHECK("cgname_root", !sp_cgroup_pin_name("/", name, sizeof(name)) && !strcmp(name, ":"));
+	CHECK("cgname_systemd", EQ(sp_cgroup_pin_name("system.slice/nginx.service", name, sizeof(name)), 0) &&
+	      STREQ(name, "system+slice:nginx+service"));
+	CHECK("cgname_root", EQ(sp_cgroup_pin_name("/", name, sizeof(name)), 0) && STREQ(name, ":"));
 	/* What stands for '/' and '.' is escaped where it is itself: no two paths share a name. */
-	CHECK("cgname_escapes", !sp_cgroup_pin_name("a:b+c%d e", name, sizeof(name)) &&
-	      !strcmp(name, "a%3ab%2bc%25d%20e"));
-	CHECK("cgname_no_dot", !sp_cgroup_pin_name("x.y/z", name, sizeof(name)) && !strchr(name, '.'));
-	CHECK("cgarg_forms", !sp_cgroup_arg_name("/a.b/c", name, sizeof(name)) && !strcmp(name, "a+b:c") &&
-	      !sp_cgroup_arg_name("a.b/c", name, sizeof(name)) && !strcmp(name, "a+b:c"));
-	CHECK("cgarg_dotdot", sp_cgroup_arg_name("a/../b", name, sizeof(name)) == -1);
+	CHECK("cgname_escapes", EQ(sp_cgroup_pin_name("a:b+c%d e", name, sizeof(name)), 0) &&
+	      STREQ(name, "a%3ab%2bc%25d%20e"));
+	CHECK("cgname_no_dot", EQ(sp_cgroup_pin_name("x.y/z", name, sizeof(name)), 0) &&
+	      (!strchr(name, '.') || check_note("name = \"%s\", with a dot", name)));
+	CHECK("cgarg_forms", EQ(sp_cgroup_arg_name("/a.b/c", name, sizeof(name)), 0) &&
+	      STREQ(name, "a+b:c") &&
+	      EQ(sp_cgroup_arg_name("a.b/c", name, sizeof(name)), 0) && STREQ(name, "a+b:c"));
+	CHECK_EQ("cgarg_dotdot", sp_cgroup_arg_name("a/../b", name, sizeof(name)), -1);
 	fd = mkstemp(path);
 	f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f) {
-		CHECK("config_tmpfile", 0);
+		CHECK("config_tmpfile", check_note("%s: %m", path));
 		return;
 	}
 	fputs("log-level = debug  # comment\n[cgroup a/b.service]\nmodules = rehash , tcpstats\n"
 	      "rehash.prob = 0x21\n\n; another comment\n[cgroup c]\n", f);
 	fclose(f);
-	CHECK("config_load", !sp_config_load(path, &c) && c.nr_cgroups == 2 && c.log_level == SP_LOG_DEBUG);
+	CHECK("config_load", EQ(sp_config_load(path, &c), 0) && EQ(c.nr_cgroups, 2) &&
+	      EQ(c.log_level, SP_LOG_DEBUG));
 	t = sp_tunable_find("rehash.prob", &m);
-	CHECK("config_value", t && sp_cfg_value(&c.cg[0], m, t) == 33 && sp_cfg_value(&c.cg[1], m, t) == t->def);
-	CHECK("config_default_modules", c.cg[1].modules && !strcmp(c.cg[0].name, "a:b+service"));
+	CHECK("config_value", t && EQ(sp_cfg_value(&c.cg[0], m, t), 33) &&
+	      EQ(sp_cfg_value(&c.cg[1], m, t), t->def));
+	CHECK("config_default_modules", NE(c.cg[1].modules, 0) && STREQ(c.cg[0].name, "a:b+service"));
 	f = fopen(path, "w");
 	fputs("[cgroup a]\nmodules = tcpstats\n\nrehash.prob = 1\n", f);
 	fclose(f);
 	sp_err_capture = err;
 	sp_err_capture_len = sizeof(err);
-	CHECK("config_error_line", sp_config_load(path, &c) == -1 && !strncmp(err, path, strlen(path)) &&
-	      !strncmp(err + strlen(path), ":4: rehash.prob", 15));
+	CHECK("config_error_line", EQ(sp_config_load(path, &c), -1) &&
+	      ((!strncmp(err, path, strlen(path)) && !strncmp(err + strlen(path), ":4: rehash.prob", 15)) ||
+	       check_note("error \"%s\", want \"%s:4: rehash.prob...\"", err, path)));
 	sp_err_capture = NULL;
 	unlink(path);
 }
@@ -386,23 +388,24 @@ static void test_read_line(void)
 	FILE *f = fmemopen((void *)text, sizeof(text) - 1, "r");
 
 	if (!f) {
-		CHECK("read_line_fmemopen", 0);
+		CHECK("read_line_fmemopen", check_note("fmemopen: %m"));
 		return;
 	}
 	for (int i = 0; i < 7; i++)
 		r[i] = sp_read_line(f, buf, sizeof(buf));
 	fclose(f);
-	CHECK("read_line_plain", r[0] == 7);
-	CHECK("read_line_nul", r[1] == SP_LINE_NUL);
-	CHECK("read_line_after_nul", r[2] == 6);
-	CHECK("read_line_empty", r[3] == 0);
-	CHECK("read_line_long", r[4] == SP_LINE_LONG);
-	CHECK("read_line_last_without_newline", r[5] == 9 && !strcmp(buf, "port=5555") && r[6] == SP_LINE_EOF);
+	CHECK_EQ("read_line_plain", r[0], 7);
+	CHECK_EQ("read_line_nul", r[1], SP_LINE_NUL);
+	CHECK_EQ("read_line_after_nul", r[2], 6);
+	CHECK_EQ("read_line_empty", r[3], 0);
+	CHECK_EQ("read_line_long", r[4], SP_LINE_LONG);
+	CHECK("read_line_last_without_newline", EQ(r[5], 9) && STREQ(buf, "port=5555") &&
+	      EQ(r[6], SP_LINE_EOF));
 	f = fmemopen((void *)text, 19, "r");	/* "prob=41", "x\0y", "mode=1" */
-	CHECK("read_line_kept", f && sp_read_line(f, buf, sizeof(buf)) == 7 && !strcmp(buf, "prob=41") &&
-	      sp_read_line(f, buf, sizeof(buf)) == SP_LINE_NUL &&
-	      sp_read_line(f, buf, sizeof(buf)) == 6 && !strcmp(buf, "mode=1") &&
-	      sp_read_line(f, buf, sizeof(buf)) == SP_LINE_EOF);
+	CHECK("read_line_kept", f && EQ(sp_read_line(f, buf, sizeof(buf)), 7) && STREQ(buf, "prob=41") &&
+	      EQ(sp_read_line(f, buf, sizeof(buf)), SP_LINE_NUL) &&
+	      EQ(sp_read_line(f, buf, sizeof(buf)), 6) && STREQ(buf, "mode=1") &&
+	      EQ(sp_read_line(f, buf, sizeof(buf)), SP_LINE_EOF));
 	if (f)
 		fclose(f);
 }
