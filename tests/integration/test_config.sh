@@ -41,7 +41,7 @@ wait_for() { for _ in $(seq 30); do "$@" && return 0; sleep 0.1; done; return 1;
 reload() {
 	local n=$(grep -c 'reload' "$TMP/sp.err")
 	kill -HUP "$SP_PID" || fail "run gone"
-	wait_for eval '[ "$(grep -c reload "$TMP/sp.err")" -gt '"$n"' ]' || fail "no reload line: $(cat "$TMP/sp.err")"
+	wait_for eval '[ "$(grep -c reload "$TMP/sp.err")" -gt '"$n"' ]' || fail "reload lines: $(grep -c reload "$TMP/sp.err"), expected more than $n: $(cat "$TMP/sp.err")"
 }
 
 # Errors name FILE:LINE, exit 1, attach nothing; the example config is good.
@@ -542,7 +542,7 @@ t_config_pmtu_state_restart() {
 	set -- $(xfer 10.30.2.2 1000000)
 	echo "first connection after the restart: secs mss retrans $* (learned $low)"
 	assert_eq "$2" $((low - 52)) "MSS of the first connection after the restart"
-	[ "$3" -le 1 ] || fail "first connection after the restart retransmitted $3 times"
+	[ "$3" -le 1 ] || fail "first connection after the restart retransmitted $3 times, expected <= 1"
 	# The service restarts (its cgroup goes and comes back): saved when it
 	# goes, restored when it is back, under the cgroup's own name.
 	rmdir "$CG" || fail "rmdir $CG"

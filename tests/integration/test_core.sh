@@ -202,7 +202,7 @@ t_tcpstats_counts_cgroup_only() {
 	assert_eq "$(status_num passive_opens)" 2 "passive_opens of a server in the cgroup"
 	local runs=$(status_num run_cnt) avg=$(status_num avg_ns)
 	assert_ge "$runs" 7 "program run count"
-	awk "BEGIN { exit !($avg > 0) }" || fail "average run time $avg"
+	awk "BEGIN { exit !($avg > 0) }" || fail "average run time $avg, expected > 0"
 }
 
 # Loss makes retransmissions; a blackout longer than the RTO makes RTOs.

@@ -24,7 +24,7 @@ t_fragguard_victim_survives_hog() {
 	sleep 0.3
 	local mem2=$(frag_mem) without=$(udp_delivered 2 2 20M)
 	echo "without stackpilot: reassembly memory $mem2, victim delivered $without%"
-	awk "BEGIN { exit !($without < 20) }" || fail "baseline: the hog did not block the victim ($without%)"
+	awk "BEGIN { exit !($without < 20) }" || fail "baseline: the hog did not block the victim ($without% delivered, expected < 20%)"
 	# What fragguard promises a victim under a hog: 95% of what it sent.
 	awk "BEGIN { exit !($with >= 95) }" || fail "victim delivered only $with% with stackpilot (95 asked)"
 }
@@ -40,7 +40,7 @@ t_fragguard_estimate_calibrated() {
 	echo "kernel $kmem bytes, fragguard estimate $est bytes"
 	assert_ge "$kmem" 100000 "kernel reassembly memory after 500 datagrams"
 	# Within 10% of the kernel's own number.
-	awk "BEGIN { r = $est / $kmem; exit !(r > 0.9 && r < 1.1) }" || fail "estimate $est vs kernel $kmem"
+	awk "BEGIN { r = $est / $kmem; exit !(r > 0.9 && r < 1.1) }" || fail "estimate $est vs kernel $kmem: ratio $(awk "BEGIN { print $est / $kmem }"), expected 0.9 < ratio < 1.1"
 }
 
 # Inside `ip netns exec` there is no bpffs: the loader mounts one; no cgroup is needed.
@@ -87,7 +87,7 @@ t_fragguard_spoofed_flood() {
 	local with=$(udp_delivered 2 2 20M)
 	echo "victim delivered $with% during a spoofed flood; $(sp_json '.modules.fragguard | {refused_unknown_pool, peers_tracked, admitted}')"
 	assert_ge "$(sp_json '.modules.fragguard.refused_unknown_pool')" 1000 "spoofed datagrams refused by the unknown pool"
-	awk "BEGIN { exit !($with > 90) }" || fail "victim delivered only $with% during a spoofed flood"
+	awk "BEGIN { exit !($with > 90) }" || fail "victim delivered only $with% during a spoofed flood, expected > 90%"
 }
 
 # IPv6 fragments of a peer are tracked and delivered.
@@ -96,7 +96,7 @@ t_fragguard_ipv6_stream() {
 	sp_start --modules fragguard --iface rp1
 	local d=$(peer 1 iperf3 -6 -u -l 4000 -b 10M -t 1 -c fd50:1::1 -p 5201 -J |
 		jq '.end | 100 * .sum_received.bytes / .sum_sent.bytes')
-	awk "BEGIN { exit !($d > 95) }" || fail "IPv6 delivered $d%"
+	awk "BEGIN { exit !($d > 95) }" || fail "IPv6 delivered $d%, expected > 95%"
 	assert_ge "$(sp_json '.modules.fragguard.completed')" 100 "IPv6 datagrams completed"
 	sp_json '.modules.fragguard.top_peers[].peer' | has '^fd50:1::$' || fail "IPv6 peer (/64) not shown"
 }
@@ -151,7 +151,7 @@ t_fragguard_large_datagrams() {
 		d=$(peer 1 iperf3 -$fam -u -l 65000 -b 4M -t 3 -c $addr -p 5201 -J |
 			jq '.end | 100 * .sum_received.bytes / .sum_sent.bytes')
 		echo "IPv$fam MTU $mtu, 65000-byte datagrams: $d% delivered"
-		awk "BEGIN { exit !($d >= 99) }" || fail "IPv$fam at MTU $mtu: $d% delivered"
+		awk "BEGIN { exit !($d >= 99) }" || fail "IPv$fam at MTU $mtu: $d% delivered, expected >= 99%"
 	done
 	assert_eq "$(sp_json '.modules.fragguard.dropped')" 0 "fragments dropped"
 }
@@ -178,7 +178,7 @@ t_fragguard_completing_spoofers() {
 		sleep 0.5
 		with=$(udp_delivered 2 2 50M $fam)
 		echo "IPv$fam: victim delivered $with% during completing spoofers + flood"
-		awk "BEGIN { exit !($with >= 80) }" || fail "IPv$fam victim delivered only $with%"
+		awk "BEGIN { exit !($with >= 80) }" || fail "IPv$fam victim delivered only $with%, expected >= 80%"
 		wait "${BG_PIDS[-1]}"
 	done
 }
@@ -201,7 +201,7 @@ t_fragguard_floods_drain_to_zero() {
 	done
 	assert_ge "$(sp_json '.modules.fragguard.expired')" 1000 "flood datagrams expired"
 	local d=$(udp_delivered 2 1 10M)
-	awk "BEGIN { exit !($d > 95) }" || fail "a new peer after the floods: $d% delivered"
+	awk "BEGIN { exit !($d > 95) }" || fail "a new peer after the floods: $d% delivered, expected > 95%"
 }
 
 # Review finding: returning TC_ACT_OK ended the ingress filter chain, so an

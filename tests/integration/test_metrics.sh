@@ -252,7 +252,7 @@ t_metrics_listen() {
 	code=$(mx curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST -d x "$url/metrics")
 	assert_eq "$code" 405 "POST /metrics"
 	code=$(mx curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H "X-Junk: $(head -c 40000 /dev/zero | tr '\0' a)" "$url/metrics")
-	[ "$code" -ge 400 ] || fail "oversized header: HTTP $code"
+	[ "$code" -ge 400 ] || fail "oversized header: HTTP $code, expected >= 400"
 	# A slowloris: half a request line, held open; scrapes still go through,
 	# and the server drops it after 5 s of silence (the client would wait
 	# 10 s; the seconds it waited go to $TMP/slow).

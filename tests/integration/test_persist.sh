@@ -154,9 +154,9 @@ t_persist_pmtu_file_checked() {
 	assert_eq "$(pm_entry 10.99.0.1 method) $(pm_entry 10.99.0.1 port)" "syn 8080" "probe method"
 	# 300 s left of 600: restored with an age of about 300 s; one past the interval gets all of it.
 	local age=$(pm_entry 10.99.0.1 age_s)
-	awk "BEGIN { exit !($age > 295 && $age < 310) }" || fail "age $age, expected ~300"
+	awk "BEGIN { exit !($age > 295 && $age < 310) }" || fail "age $age, expected ~300 (295 < age < 310)"
 	age=$(pm_entry fd99:: age_s)
-	awk "BEGIN { exit !($age >= 0 && $age < 5) }" || fail "age $age of an entry longer than the interval"
+	awk "BEGIN { exit !($age >= 0 && $age < 5) }" || fail "age $age of an entry longer than the interval, expected 0 <= age < 5"
 	for l in 6 7 8 9 10; do
 		grep -q "$f:$l: .*line ignored" "$TMP/sp.err" || fail "no warning for line $l"
 	done
@@ -205,7 +205,7 @@ first_after_restart() {
 	# 0 in most runs; on this loaded 2-CPU machine a tail-loss probe (a
 	# retransmission of the last segment when an ACK is late, ~1 run in 10)
 	# happens with nothing black-holed, as the counter above shows.
-	[ "$3" -le 1 ] || fail "first connection after the restart retransmitted $3 times"
+	[ "$3" -le 1 ] || fail "first connection after the restart retransmitted $3 times, expected <= 1"
 	assert_ge "$(pm_entry 10.30.2.2 clamped)" 1 "connections clamped"
 }
 

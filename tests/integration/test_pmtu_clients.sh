@@ -16,7 +16,7 @@ fetches() {
 		r=$(http_fetch "$@")
 		echo "fetch $i: $r"
 		[ "${r#* }" = 1 ] || fail "fetch $i did not complete in 12 s ($r)"
-		awk -v t="${r% *}" 'BEGIN { exit !(t < 1) }' || fail "fetch $i took ${r% *} s"
+		awk -v t="${r% *}" 'BEGIN { exit !(t < 1) }' || fail "fetch $i took ${r% *} s, expected < 1 s"
 	done
 }
 
@@ -53,7 +53,7 @@ t_pmtu_clients_download_server_only_route() {
 	fetches "$NS_D" "$SRC4" GET
 	echo "routes: $(ip -n "$NS_S" route show proto 0xa5)"
 	[ "${FETCH1#* }" = 1 ] || fail "fetch 1 did not complete: $FETCH1"
-	awk -v t="${FETCH1% *}" 'BEGIN { exit !(t < 1.5) }' || fail "fetch 1 took ${FETCH1% *} s"
+	awk -v t="${FETCH1% *}" 'BEGIN { exit !(t < 1.5) }' || fail "fetch 1 took ${FETCH1% *} s, expected < 1.5 s"
 }
 
 # What a new destination costs in probe packets (issue: at most 20), and a
@@ -77,7 +77,7 @@ t_pmtu_clients_probes_per_destination() {
 	echo "entry: $(sp_json '.modules.pmtu.destinations | tostring'); probe packets $first; $(grep 'pmtu:' "$TMP/sp.err")"
 	[ "$(pm_entry "$DST4" state)" = searched ] || fail "destination not searched"
 	[ "$first" -ge 1 ] && [ "$first" -le 20 ] ||
-		fail "$first probe packets for a new destination (searches: $(grep -c 'searching its path MTU' "$TMP/sp.err"))"
+		fail "$first probe packets for a new destination, expected 1 to 20 (searches: $(grep -c 'searching its path MTU' "$TMP/sp.err"))"
 	http_fetch "$NS_S" "$DST4" PUT cgroup >/dev/null
 	http_fetch "$NS_S" "$DST4" GET cgroup >/dev/null
 	assert_eq "$(pmtu_probes)" "$first" "probe packets after 2 more fetches to a known destination"

@@ -60,7 +60,7 @@ t_rehash_moves_flow() {
 	local tot=$((p0 + p1))
 	[ $((p0 * 100)) -gt $tot ] && [ $((p1 * 100)) -gt $tot ] &&
 		[ "$p0" -gt 200000 ] && [ "$p1" -gt 200000 ] ||
-		fail "bytes did not move between paths: p0 $p0 p1 $p1 after $n rehashes"
+		fail "bytes did not move between paths: p0 $p0 p1 $p1 of $tot after $n rehashes, expected each > 1% of all and > 200000"
 	# The per-connection view shows the data connection's rehashes.
 	assert_ge "$(sp_json '[.modules.rehash.connections[] | select(.dport == 5201) | .rehashes] | max')" 2 \
 		"rehashes of the busiest connection in status"

@@ -209,7 +209,7 @@ t_service_capabilities() {
 	sp_ctl set pmtu.route=1 >/dev/null || fail set
 	set -- $(xfer 10.30.2.2 1000000)
 	echo "first connection, unit's capabilities: $* ; $(cat "$TMP/sp.err")"
-	awk "BEGIN { exit !($1 < 2) }" || fail "first connection took $1 s"
+	awk "BEGIN { exit !($1 < 2) }" || fail "first connection took $1 s, expected < 2 s"
 	ip -n "$NS_S" route show proto 0xa5 | has '^10.30.2.2 .*mtu 1[34][0-9][0-9]' || fail "no route MTU installed"
 	sp_stop || fail "exit status"
 	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes left after exit"
@@ -310,7 +310,7 @@ t_readme_install() {
 	sed -n '/tested by tests\/integration\/test_service.sh:t_readme_install/,/^```$/p' "$ROOT/README.md" |
 		sed '1,2d;$d' | sed 's/ *#.*//' >"$TMP/cmds"
 	n=$(wc -l <"$TMP/cmds")
-	[ "$n" -ge 1 ] && [ "$n" -le 5 ] || fail "README install section has $n commands"
+	[ "$n" -ge 1 ] && [ "$n" -le 5 ] || fail "README install section has $n commands, expected 1 to 5"
 	make_cgroup; host_bpffs
 	while read -r line; do
 		echo "README: $line"
