@@ -161,6 +161,9 @@ sp_stop() {
 	SP_PID=
 	return $rc
 }
+# What the run last wrote to its stderr ($TMP/sp.err; sp_spawn): the end
+# of a failure message, `sp_stop || fail "... $(sp_said)"`. sp_said [LINES]
+sp_said() { tail -n "${1:-5}" "$TMP/sp.err" 2>/dev/null; }
 
 # A TCP sink in namespace B on PORT; it dies with the test.
 tcp_server() {

@@ -45,8 +45,8 @@ ecmp_topo() {
 		nh6="$nh6 nexthop via fd10:$i::2 dev p$i"
 		nh4="$nh4 nexthop via 10.10.$i.2 dev p$i"
 	done
-	ip -n "$NS_R1" -6 route add fd02::/64 $nh6 || fail "multipath route"
-	ip -n "$NS_R1" route add 10.2.0.0/24 $nh4 || fail "multipath route v4"
+	ip -n "$NS_R1" -6 route add fd02::/64 $nh6 || fail "multipath route: exit $?"
+	ip -n "$NS_R1" route add 10.2.0.0/24 $nh4 || fail "multipath route v4: exit $?"
 	ip -n "$NS_R2" -6 route add fd01::/64 via fd10:0::1 dev q0
 	ip -n "$NS_R2" route add 10.1.0.0/24 via 10.10.0.1 dev q0
 	ip -n "$NS_S" -6 route add default via fd01::2 dev s0
@@ -103,8 +103,8 @@ ecmp_oracle() { # ecmp_oracle on|off
 # Flows to D's TCP port PORT always take path 0 (before the oracle's rules).
 ecmp_cross_pin() {
 	[ "$(ip netns exec "$NS_R1" nft list tables 2>/dev/null | grep -c sporacle)" = 1 ] || ecmp_tables
-	ip -n "$NS_R1" -6 rule add ipproto tcp dport "$1" table 100 pref 900 || fail "cross rule"
-	ip -n "$NS_R1" -4 rule add ipproto tcp dport "$1" table 100 pref 900 || fail "cross rule v4"
+	ip -n "$NS_R1" -6 rule add ipproto tcp dport "$1" table 100 pref 900 || fail "cross rule: exit $?"
+	ip -n "$NS_R1" -4 rule add ipproto tcp dport "$1" table 100 pref 900 || fail "cross rule v4: exit $?"
 }
 
 # IPv4 over VXLAN from S to D across the paths. R1 hashes L4 for IPv4, so the

@@ -45,7 +45,7 @@ udp_delivered() {
 udp_servers() { # one iperf3 server per peer
 	local i
 	for i in $(seq 1 "$1"); do
-		ip netns exec "$NS_R" iperf3 -s -D -p $((5200 + i)) >/dev/null || fail "iperf3 server"
+		ip netns exec "$NS_R" iperf3 -s -D -p $((5200 + i)) >/dev/null || fail "iperf3 server: exit $?"
 	done
 	sleep 0.2
 }

@@ -48,7 +48,7 @@ reload() {
 t_config_check() {
 	local f=$TMP/bad.conf out rc
 	cg_tree a
-	"$SP" check-config "$ROOT/dist/stackpilot.conf" || fail "dist/stackpilot.conf does not validate"
+	"$SP" check-config "$ROOT/dist/stackpilot.conf" || fail "dist/stackpilot.conf does not validate: exit $?"
 	check_bad() {	# LINE EXPECTED-TEXT then the file's lines
 		local line=$1 want=$2; shift 2
 		printf '%s\n' "pin-path = $PIN" "$@" >"$f"
@@ -93,7 +93,7 @@ t_config_check() {
 	# Disjoint sections are fine, also nested ones with no module in common.
 	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "[cgroup sp-test-$ID/ab]" "modules = rehash" \
 	     "[cgroup sp-test-$ID]" "modules = tcpstats"
-	"$SP" check-config "$TMP/sp.conf" >/dev/null || fail "disjoint sections refused"
+	"$SP" check-config "$TMP/sp.conf" >/dev/null || fail "disjoint sections refused: exit $?"
 	return 0
 }
 
@@ -153,7 +153,7 @@ t_config_file_trust() {
 	chown 0:0 "$f"
 	# A symlink is followed; its target is what is checked.
 	ln -s "$f" "$TMP/link.conf"
-	"$SP" check-config "$TMP/link.conf" >/dev/null || fail "symlink to a good file refused"
+	"$SP" check-config "$TMP/link.conf" >/dev/null || fail "symlink to a good file refused: exit $?"
 	# A huge file is a mistake, refused before reading it.
 	{ cat "$f"; head -c 1100000 /dev/zero | tr '\0' '#' | fold -w 100; } >"$TMP/huge.conf"
 	out=$("$SP" check-config "$TMP/huge.conf" 2>&1); assert_eq $? 1 "check-config of a 1.1 MB file: $out"
@@ -175,7 +175,7 @@ t_config_file_trust() {
 		fail "FIFO on reload: $(tail -2 "$TMP/sp.err")"
 	assert_eq "$(progs_of a)" "$p" "programs after rejected reloads"
 	rm "$f"; mv "$f.good" "$f"
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # The folders on the way to the config file are checked as sshd's
@@ -188,7 +188,7 @@ t_config_folder_trust() {
 	local d=$TMP/etc out
 	cg_tree a
 	conf "[cgroup sp-test-$ID/a]" "modules = tcpstats"
-	mkdir -p "$d/sub" && cp "$TMP/sp.conf" "$d/sub/sp.conf" && cp "$TMP/sp.conf" "$TMP/other.conf" || fail setup
+	mkdir -p "$d/sub" && cp "$TMP/sp.conf" "$d/sub/sp.conf" && cp "$TMP/sp.conf" "$TMP/other.conf" || fail "setup: exit $?"
 	chmod 755 "$TMP" "$d" "$d/sub"
 	refused() {	# FILE FOLDER-AND-WHY: check-config and run refuse FILE, one line, nothing attached
 		out=$("$SP" check-config "$1" 2>&1) && fail "check-config accepted $1: $(ls -ld "$TMP" "$d" "$d/sub")"
@@ -197,19 +197,19 @@ t_config_folder_trust() {
 		out=$(timeout 10 "$SP" run --config "$1" --state-dir "$TMP/state" 2>&1); assert_eq $? 1 "run exit status: $out"
 		assert_eq "$(progs_of a)" "" "programs after a refused run"
 	}
-	"$SP" check-config "$d/sub/sp.conf" >/dev/null || fail "good folders refused"
+	"$SP" check-config "$d/sub/sp.conf" >/dev/null || fail "good folders refused: exit $?"
 	chown nobody "$d/sub"
 	refused "$d/sub/sp.conf" "$d/sub is owned by uid 65534, not by root or uid 0"
 	# What its owner can then do: the file away, a symlink to another config in its place.
 	setpriv --reuid=65534 --regid=65534 --clear-groups sh -c \
-		'mv "$0/sp.conf" "$0/old.conf" && ln -s "$1" "$0/sp.conf"' "$d/sub" "$TMP/other.conf" || fail "swap"
+		'mv "$0/sp.conf" "$0/old.conf" && ln -s "$1" "$0/sp.conf"' "$d/sub" "$TMP/other.conf" || fail "swap: exit $?"
 	refused "$d/sub/sp.conf" "$d/sub is owned by uid 65534"
 	chown root "$d/sub"
 	chgrp nogroup "$d" && chmod 775 "$d"
 	refused "$d/sub/sp.conf" "$d is writable by its group (mode 0775)"
 	chmod 755 "$d"
 	# A symlink in a good folder to a file in a folder others can write.
-	mkdir "$TMP/open" && chmod 757 "$TMP/open" && cp "$TMP/sp.conf" "$TMP/open/sp.conf" || fail setup
+	mkdir "$TMP/open" && chmod 757 "$TMP/open" && cp "$TMP/sp.conf" "$TMP/open/sp.conf" || fail "setup: exit $?"
 	ln -s "$TMP/open/sp.conf" "$d/link.conf"
 	refused "$d/link.conf" "$TMP/open is writable by others (mode 0757)"
 	# A relative path is checked from / too.
@@ -222,7 +222,7 @@ t_config_folder_trust() {
 	grep -q "reload rejected, the running policy stays: $TMP/sp.conf: folder $TMP is writable by others" \
 		"$TMP/sp.err" || fail "reload: $(tail -2 "$TMP/sp.err")"
 	has_progs a || fail "programs gone after a rejected reload"
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # A reload changes a key `set` saved a value for, and that saved value
@@ -231,11 +231,11 @@ t_config_folder_trust() {
 t_config_reload_unsaved_change_kept() {
 	cg_tree a
 	mkdir -m 700 "$TMP/state"
-	mount -t tmpfs -o size=64k,mode=0700 "sp-$ID" "$TMP/state" || fail "mount tmpfs"
+	mount -t tmpfs -o size=64k,mode=0700 "sp-$ID" "$TMP/state" || fail "mount tmpfs: exit $?"
 	on_exit umount "$TMP/state"
 	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 50"
 	cfg_start
-	"$SP" set --pin-path "$PIN" --cgroup "sp-test-$ID/a" rehash.prob=33 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" --cgroup "sp-test-$ID/a" rehash.prob=33 >/dev/null || fail "set rehash.prob=33: exit $?"
 	head -c 1M /dev/zero >"$TMP/state/fill" 2>/dev/null
 	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 60"
 	reload
@@ -243,10 +243,10 @@ t_config_reload_unsaved_change_kept() {
 	grep -q "sp-test-$ID/a: rehash.prob not changed to 60: the value \`set\` saved for it could not be replaced" \
 		"$TMP/sp.err" || fail "no line: $(tail -3 "$TMP/sp.err")"
 	rm "$TMP/state/fill"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	cfg_start
 	assert_eq "$(get_cg a rehash.prob)" 33 "after a restart"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # A cgroup's pin folder of a config run is locked as a single run's is: a
@@ -263,7 +263,7 @@ t_config_instance_folder_locked() {
 	assert_eq "$out" "stackpilot: another \`stackpilot run\` is active on $PIN/sp-test-$ID:a" "its error"
 	assert_eq "$(get_cg a tcpstats.port)" 0 "the instance's tunables after the refused run"
 	assert_eq "$(progs_of b)" "" "programs of the refused run"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # The issue's whole-service test: three cgroups with different policies,
@@ -292,20 +292,20 @@ t_config_three_cgroups() {
 	"$SP" set --pin-path "$PIN" rehash.prob=5 >/dev/null 2>&1 && fail "set without --cgroup worked"
 	# Connections: batch 3 to each port, latency 2 to each, front 1 to each.
 	for p in 5201 5202; do
-		in_cg batch ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 $p 1000 3 >/dev/null || fail client
-		in_cg latency ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 $p 1000 2 >/dev/null || fail client
-		in_cg front ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 $p 1000 1 >/dev/null || fail client
+		in_cg batch ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 $p 1000 3 >/dev/null || fail "client: exit $?"
+		in_cg latency ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 $p 1000 2 >/dev/null || fail "client: exit $?"
+		in_cg front ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 $p 1000 1 >/dev/null || fail "client: exit $?"
 	done
-	ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 1000 4 >/dev/null || fail "client outside"
+	ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 1000 4 >/dev/null || fail "client outside: exit $?"
 	assert_eq "$(st batch .modules.tcpstats.active_opens)" 6 "batch: every port"
 	assert_eq "$(st latency .modules.tcpstats.active_opens)" 2 "latency: port 5201 only"
 	assert_eq "$(st front .modules.tcpstats.active_opens)" 1 "front: port 5202 only"
 	# 20% loss: batch (prob 100) rehashes, latency (prob 0) never does.
 	printf 'table inet sptest {\n chain in {\n type filter hook input priority 0;\n }\n}\n' |
-		ip netns exec "$NS_B" nft -f - || fail nft
+		ip netns exec "$NS_B" nft -f - || fail "nft: exit $?"
 	ip netns exec "$NS_B" nft add rule inet sptest in tcp dport 5201 numgen random mod 10 '<' 2 drop
-	in_cg batch ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 2000000 1 >/dev/null || fail "lossy batch"
-	in_cg latency ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 2000000 1 >/dev/null || fail "lossy latency"
+	in_cg batch ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 2000000 1 >/dev/null || fail "lossy batch: exit $?"
+	in_cg latency ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 2000000 1 >/dev/null || fail "lossy latency: exit $?"
 	ip netns exec "$NS_B" nft flush chain inet sptest in
 	local bn=$(st batch '.modules.rehash | .rehash_now + .rehash_deferred')
 	local lr=$(st latency '.modules.rehash.retrans_seen') ln=$(st latency '.modules.rehash | .rehash_now + .rehash_deferred')
@@ -314,7 +314,7 @@ t_config_three_cgroups() {
 	assert_ge "$lr" 1 "latency retransmissions"
 	assert_eq "$ln" 0 "latency rehashes with prob 0"
 	# bpftool on one cgroup's pin changes that cgroup only.
-	bpftool map update pinned "$PIN/sp-test-$ID:front/tcpstats_cfg" key 0 0 0 0 value 0x51 0x14 0 0 || fail bpftool
+	bpftool map update pinned "$PIN/sp-test-$ID:front/tcpstats_cfg" key 0 0 0 0 value 0x51 0x14 0 0 || fail "bpftool: exit $?"
 	assert_eq "$(get_cg front tcpstats.port)" 5201 "front after bpftool"
 	assert_eq "$(get_cg latency tcpstats.port)" 5201 "latency after bpftool on front"
 	assert_eq "$(get_cg batch tcpstats.port)" 0 "batch after bpftool on front"
@@ -324,8 +324,8 @@ t_config_three_cgroups() {
 	"$SP" status --pin-path "$PIN" --cgroup "sp-test-$ID/nope" >/dev/null 2>&1 && fail "status of a cgroup not in the run"
 	# status shows every instance; Prometheus has one series per cgroup.
 	assert_eq "$("$SP" status --pin-path "$PIN" --json | jq '.instances | length')" 3 "instances in status"
-	"$SP" status --pin-path "$PIN" | grep -c '^stackpilot pid' | has -x 3 || fail "text status: not 3 instances"
-	"$SP" status --pin-path "$PIN" --prometheus >"$TMP/prom" || fail "status --prometheus"
+	"$SP" status --pin-path "$PIN" | grep -c '^stackpilot pid' | has -x 3 || fail "text status: not 3 instances: $("$SP" status --pin-path "$PIN" | grep '^stackpilot pid')"
+	"$SP" status --pin-path "$PIN" --prometheus >"$TMP/prom" || fail "status --prometheus: exit $?"
 	# promtool's status is not read: it fails on the lines allowed here.
 	promtool check metrics <"$TMP/prom" >"$TMP/lint" 2>&1
 	grep -v 'counter metrics should have "_total" suffix' "$TMP/lint" | has -i error && fail "promtool: $(cat "$TMP/lint")"
@@ -335,8 +335,8 @@ t_config_three_cgroups() {
 	assert_eq "$(grep -c '^# TYPE stackpilot_tcpstats_active_opens_total ' "$TMP/prom")" 1 "TYPE lines"
 	# The textfile of the file's metrics-textfile: the same, every instance.
 	assert_eq "$(grep -c '^stackpilot_running{cgroup=' "$TMP/tf/stackpilot.prom")" 3 "running series in the textfile"
-	sp_stop || fail "exit status"
-	grep -q '^stackpilot: detached' "$TMP/sp.out" || fail "not detached"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
+	grep -q '^stackpilot: detached' "$TMP/sp.out" || fail "not detached: $(tail -5 "$TMP/sp.out")"
 	assert_eq "$(progs_of batch)$(progs_of latency)$(progs_of front)" "" "programs after exit"
 	[ -e "$PIN" ] && fail "pins left after exit: $(ls -R "$PIN")"
 	return 0
@@ -353,13 +353,13 @@ t_config_reload() {
 	cfg_start
 	b=$(progs_of batch) l=$(progs_of latency)
 	# A `set` of a key the file does not change survives the reload.
-	"$SP" set --pin-path "$PIN" --cgroup "sp-test-$ID/batch" rehash.pause_ms=777 rehash.prob=66 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" --cgroup "sp-test-$ID/batch" rehash.pause_ms=777 rehash.prob=66 >/dev/null || fail "set rehash.pause_ms=777 rehash.prob=66: exit $?"
 	conf "[cgroup sp-test-$ID/batch]" "modules = tcpstats,rehash" "rehash.prob = 50" \
 	     "[cgroup sp-test-$ID/latency]" "modules = tcpstats,rehash" "rehash.prob = 0" \
 	     "[cgroup sp-test-$ID/extra]" "modules = tcpstats" "tcpstats.port = 443"
 	reload
 	cat "$TMP/sp.err"
-	grep -q "cgroup sp-test-$ID/batch: rehash.prob 100 -> 50" "$TMP/sp.err" || fail "no line for the change"
+	grep -q "cgroup sp-test-$ID/batch: rehash.prob 100 -> 50" "$TMP/sp.err" || fail "no line for the change: $(tail -5 "$TMP/sp.err")"
 	assert_eq "$(get_cg batch rehash.prob)" 50 "changed value"
 	assert_eq "$(get_cg batch rehash.pause_ms)" 777 "a set value the file does not change"
 	# What `set` saved (a config run persists) follows the file's change, so a restart agrees.
@@ -383,7 +383,7 @@ t_config_reload() {
 	reload
 	grep -q "cgroup sp-test-$ID/front: another \`stackpilot run\` (pid $other) is attached" "$TMP/sp.err" ||
 		fail "no line for the cgroup held by another run: $(tail -3 "$TMP/sp.err")"
-	kill -0 "$SP_PID" || fail "the config run ended"
+	kill -0 "$SP_PID" || fail "the config run ended: $(sp_said)"
 	assert_eq "$(progs_of batch)" "$b" "batch programs while front is refused"
 	kill $other; wait $other
 	reload
@@ -397,7 +397,7 @@ t_config_reload() {
 	     "[cgroup sp-test-$ID/latency]" "modules = tcpstats" \
 	     "[cgroup sp-test-$ID/extra]" "modules = tcpstats" "tcpstats.port = 443"
 	reload
-	grep -q "cgroup sp-test-$ID/latency: modules changed: attached anew" "$TMP/sp.err" || fail "no line for latency"
+	grep -q "cgroup sp-test-$ID/latency: modules changed: attached anew" "$TMP/sp.err" || fail "no line for latency: $(tail -5 "$TMP/sp.err")"
 	[ "$(progs_of latency | tr ',' '\n' | wc -l)" = 1 ] && [ "$(progs_of latency)" != "$l" ] ||
 		fail "latency programs after its modules changed: $(progs_of latency) (were $l)"
 	assert_eq "$(progs_of batch)" "$b" "batch programs after latency's modules changed"
@@ -417,14 +417,14 @@ t_config_reload() {
 	assert_eq "$(get_cg batch rehash.prob)" 50 "batch after a broken reload"
 	[ -n "$(progs_of extra)" ] || fail "extra detached by a broken reload"
 	assert_eq "$(progs_of batch)" "$b" "batch programs after a broken reload"
-	kill -0 "$SP_PID" || fail "run ended on a broken reload"
-	sp_stop || fail "exit status"
+	kill -0 "$SP_PID" || fail "run ended on a broken reload: $(sp_said)"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	# A restart with the last good file: the file's values and the saved ones.
 	conf "[cgroup sp-test-$ID/batch]" "modules = tcpstats,rehash" "rehash.prob = 50" \
 	     "[cgroup sp-test-$ID/latency]" "modules = tcpstats,rehash" "rehash.prob = 0"
 	cfg_start
 	assert_eq "$(get_cg batch rehash.prob) $(get_cg batch rehash.pause_ms)" "50 777" "after a restart"
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # A cgroup named in the file that does not exist yet is attached when it
@@ -436,24 +436,24 @@ t_config_cgroup_appears() {
 	conf "[cgroup sp-test-$ID/here]" "modules = tcpstats" "[cgroup sp-test-$ID/later]" "modules = tcpstats"
 	cfg_start
 	grep -q "1 cgroup (1 waiting" "$TMP/sp.out" || fail "attached line: $(cat "$TMP/sp.out")"
-	grep -q "cgroup sp-test-$ID/later does not exist yet" "$TMP/sp.err" || fail "no waiting line"
+	grep -q "cgroup sp-test-$ID/later does not exist yet" "$TMP/sp.err" || fail "no waiting line: $(tail -5 "$TMP/sp.err")"
 	out=$("$SP" status --pin-path "$PIN" --cgroup "sp-test-$ID/later" 2>&1) && fail "status of a cgroup waited for"
 	echo "$out"
-	mkdir "$CG/later" || fail mkdir
+	mkdir "$CG/later" || fail "mkdir: exit $?"
 	wait_for has_progs later || fail "not attached after the cgroup appeared: $(cat $TMP/sp.err)"
 	p1=$(progs_of later)
-	in_cg later ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 1000 2 >/dev/null || fail client
+	in_cg later ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 1000 2 >/dev/null || fail "client: exit $?"
 	assert_eq "$(st later .modules.tcpstats.active_opens)" 2 "connections counted in the new cgroup"
-	rmdir "$CG/later" || fail rmdir
+	rmdir "$CG/later" || fail "rmdir: exit $?"
 	wait_for test ! -e "$PIN/sp-test-$ID:later" || fail "pins of the removed cgroup left"
-	grep -q "cgroup sp-test-$ID/later is gone: detached" "$TMP/sp.err" || fail "no line for the removal"
-	mkdir "$CG/later" || fail mkdir
+	grep -q "cgroup sp-test-$ID/later is gone: detached" "$TMP/sp.err" || fail "no line for the removal: $(tail -5 "$TMP/sp.err")"
+	mkdir "$CG/later" || fail "mkdir: exit $?"
 	wait_for has_progs later || fail "not attached when the cgroup came back"
 	p2=$(progs_of later)
 	[ "$p1" != "$p2" ] || fail "the same programs: $p1"
 	assert_eq "$(st later .modules.tcpstats.active_opens)" 0 "a new cgroup starts at 0"
 	[ -n "$(progs_of here)" ] || fail "the other cgroup lost its programs"
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	rmdir "$CG/later"
 }
 
@@ -464,7 +464,7 @@ t_config_kill9_restart() {
 	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 42" "[cgroup sp-test-$ID/b]" "modules = tcpstats"
 	cfg_start
 	# A config run persists `set` by default.
-	"$SP" set --pin-path "$PIN" --cgroup "sp-test-$ID/a" rehash.mode=1 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" --cgroup "sp-test-$ID/a" rehash.mode=1 >/dev/null || fail "set rehash.mode=1: exit $?"
 	sp_stop KILL
 	wait_for no_progs a b || fail "programs left after kill -9"
 	[ -e "$PIN/sp-test-$ID:b/meta" ] || fail "expected the killed run's pins"
@@ -479,7 +479,7 @@ t_config_kill9_restart() {
 	[ -e "$PIN/sp-test-$ID:b" ] && fail "stale pin folder of the killed run"
 	assert_eq "$(find "$PIN" -maxdepth 1 ! -type d)" "" "stale pins in the pin folder"
 	[ -n "$(progs_of a)" ] || fail "not attached"
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # The global settings' interfaces: fragguard with its tunables from the file,
@@ -509,8 +509,8 @@ t_config_ifaces() {
 	grep -q "reload rejected, the running policy stays: $TMP/sp.conf:1: iface nosuch$ID: no such interface" "$TMP/sp.err" ||
 		fail "rejection: $(tail -1 "$TMP/sp.err")"
 	assert_eq "$("${ctl[@]}" get --pin-path "$PIN" fragguard.enforce)" "fragguard.enforce=1" "enforce after a rejected reload"
-	sp_stop || fail "exit status"
-	grep -q '^stackpilot: detached' "$TMP/sp.out" || fail "not detached"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
+	grep -q '^stackpilot: detached' "$TMP/sp.out" || fail "not detached: $(tail -5 "$TMP/sp.out")"
 }
 
 # What pmtu learned in a config run is saved (every 60 s, when its cgroup
@@ -535,7 +535,7 @@ t_config_pmtu_state_restart() {
 	local low=$(pm_entry 10.30.2.2 low_mtu) f=$TMP/state/cgroup-sp-test-$ID.pmtu
 	# kill -9 once the periodic save (every 60 s) has it: nothing runs at exit.
 	for _ in $(seq 700); do grep -q "^dst 4 10.30.2.2 " "$f" 2>/dev/null && break; sleep 0.1; done
-	grep -q "^dst 4 10.30.2.2 " "$f" || fail "not saved within 70 s"
+	grep -q "^dst 4 10.30.2.2 " "$f" || fail "not saved within 70 s: $(tail -5 "$f")"
 	sp_stop KILL
 	start
 	assert_eq "$(pm_entry 10.30.2.2 low_mtu)" "$low" "restored low_mtu after kill -9"
@@ -552,7 +552,7 @@ t_config_pmtu_state_restart() {
 	wait_for attached_twice || fail "not attached again: $(cat "$TMP/sp.err")"
 	assert_eq "$(pm_entry 10.30.2.2 low_mtu)" "$low" "low_mtu after the cgroup came back"
 	assert_eq "$(ls "$TMP/state")" "cgroup-sp-test-$ID.pmtu" "state files"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	assert_eq "$(ip netns exec "$NS_S" sysctl -n net.ipv4.tcp_mtu_probing)" 0 "tcp_mtu_probing after the run"
 }
 
@@ -572,7 +572,7 @@ t_config_reload_storm() {
 	done
 	wait_for eval '[ "$(get_cg a rehash.prob)" = 11 ]' || fail "value after the storm: $(get_cg a rehash.prob)"
 	sleep 0.3
-	kill -0 "$SP_PID" || fail "run ended in the storm"
+	kill -0 "$SP_PID" || fail "run ended in the storm: $(sp_said)"
 	assert_eq "$(progs_of a) $(progs_of b)" "$a $b" "programs after 10 SIGHUPs"
 	assert_eq "$(grep -c 'rehash.prob 10 -> 11' "$TMP/sp.err")" 1 "lines for the one change"
 	out=$("$SP" run --config "$TMP/sp.conf" --interval 0 --state-dir "$TMP/state" 2>&1); rc=$?
@@ -580,7 +580,7 @@ t_config_reload_storm() {
 	assert_eq "$(echo "$out" | grep -c .)" 1 "lines of the second run: $out"
 	assert_eq "$(progs_of a) $(progs_of b)" "$a $b" "programs after a refused second run"
 	assert_eq "$(get_cg a rehash.prob)" 11 "value after a refused second run"
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	no_progs a b || fail "programs left after stop"
 }
 
@@ -591,19 +591,19 @@ t_config_reload_while_waiting() {
 	cg_tree a
 	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 10"
 	cfg_start
-	"$SP" set --pin-path "$PIN" --cgroup "sp-test-$ID/a" rehash.prob=66 rehash.mode=1 >/dev/null || fail set
-	rmdir "$CG/a" || fail rmdir
+	"$SP" set --pin-path "$PIN" --cgroup "sp-test-$ID/a" rehash.prob=66 rehash.mode=1 >/dev/null || fail "set rehash.prob=66 rehash.mode=1: exit $?"
+	rmdir "$CG/a" || fail "rmdir: exit $?"
 	wait_for test ! -e "$PIN/sp-test-$ID:a" || fail "not detached"
 	conf "[cgroup sp-test-$ID/a]" "modules = rehash" "rehash.prob = 50"
 	reload
-	mkdir "$CG/a" || fail mkdir
+	mkdir "$CG/a" || fail "mkdir: exit $?"
 	wait_for has_progs a || fail "not attached when back: $(tail -3 "$TMP/sp.err")"
 	assert_eq "$(get_cg a rehash.prob)" 50 "the file's changed value after the cgroup came back"
 	assert_eq "$(get_cg a rehash.mode)" 1 "a saved value the file does not change"
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	cfg_start
 	assert_eq "$(get_cg a rehash.prob) $(get_cg a rehash.mode)" "50 1" "after a restart"
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # A reload that removes the cgroup of a client mid-transfer: its programs
@@ -611,7 +611,7 @@ t_config_reload_while_waiting() {
 t_config_reload_mid_transfer() {
 	local c t0
 	netns_pair; cg_tree front back
-	tc -n "$NS_A" qdisc add dev "v$ID"a root tbf rate 20mbit burst 32kb latency 50ms || fail tbf
+	tc -n "$NS_A" qdisc add dev "v$ID"a root tbf rate 20mbit burst 32kb latency 50ms || fail "tbf: exit $?"
 	tcp_server 5201
 	conf "[cgroup sp-test-$ID/front]" "modules = tcpstats,rehash,pmtu" "rehash.prob = 100" \
 	     "[cgroup sp-test-$ID/back]" "modules = tcpstats"
@@ -624,8 +624,8 @@ t_config_reload_mid_transfer() {
 	conf "[cgroup sp-test-$ID/back]" "modules = tcpstats"
 	reload
 	assert_eq "$(progs_of front)" "" "programs of the removed cgroup"
-	wait $c || fail "transfer broken by the reload"
+	wait $c || fail "transfer broken by the reload: exit $?"
 	echo "transfer took $(( ($(date +%s%N) - t0) / 1000000 )) ms"
-	kill -0 "$SP_PID" || fail "run ended"
-	sp_stop || fail "exit status"
+	kill -0 "$SP_PID" || fail "run ended: $(sp_said)"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }

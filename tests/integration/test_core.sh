@@ -88,7 +88,7 @@ t_second_run_refused() {
 		timeout 5 "$SP" run --pin-path "$PIN-2" --cgroup "$CG" --modules tcpstats
 	[ ! -e "$PIN-2" ] || fail "a refused run left its pin folder"
 	assert_eq "$(cgroup_progs)" "$before" "programs on the cgroup after refused second runs"
-	kill -0 "$SP_PID" || fail "first run died"
+	kill -0 "$SP_PID" || fail "first run died: $(sp_said)"
 	# Another cgroup (here a child of the first) is another target.
 	mkdir "$CG/c2"; on_exit "rmdir $CG/c2"
 	"$SP" run --pin-path "$PIN-2" --cgroup "$CG/c2" --modules tcpstats --interval 0 >"$TMP/second" 2>&1 &
@@ -98,7 +98,7 @@ t_second_run_refused() {
 	grep -q attached "$TMP/second" || fail "run on another cgroup: $(cat "$TMP/second")"
 	kill -INT $p2; wait $p2 || fail "second instance exit $?"
 	assert_eq "$(cgroup_progs)" "$before" "programs after the second instance left"
-	sp_stop || fail "first run exit"
+	sp_stop || fail "first run exit: stackpilot run exited $?; its stderr ends: $(sp_said)"
 	# Its lock went with it: a new run may take the cgroup.
 	sp_start --cgroup "$CG" --modules tcpstats
 }
@@ -125,7 +125,7 @@ t_second_run_refused_pins_removed() {
 	for _ in $(seq 50); do grep -q attached "$TMP/o2" && break; sleep 0.1; done
 	grep -q attached "$TMP/o2" || fail "run on another cgroup: $(cat "$TMP/o2")"
 	[ -e "/run/stackpilot/cgroup-$ino.lock" ] && fail "stale lock file not removed"
-	kill -INT $p2; wait $p2 || fail "second run exit"
+	kill -INT $p2; wait $p2 || fail "second run: exit $?"
 	sp_start --cgroup "$CG" --modules tcpstats
 }
 
@@ -139,8 +139,8 @@ t_second_run_refused_netns() {
 		timeout 5 ip netns exec "$NS_B" "$SP" run --pin-path "$PIN" --modules fragguard --iface "v${ID}b"
 	expect_error 1 "another \`stackpilot run\` (pid $SP_PID) is attached to interface v${ID}b" \
 		timeout 5 ip netns exec "$NS_B" "$SP" run --pin-path "$PIN-2" --modules fragguard --iface lo --iface "v${ID}b"
-	kill -0 "$SP_PID" || fail "first run died"
-	ip -n "$NS_A" link set "v${ID}a" name "v${ID}b" || fail rename
+	kill -0 "$SP_PID" || fail "first run died: $(sp_said)"
+	ip -n "$NS_A" link set "v${ID}a" name "v${ID}b" || fail "rename: exit $?"
 	ip netns exec "$NS_A" "$SP" run --pin-path "$PIN" --modules fragguard --iface "v${ID}b" --interval 0 \
 		>"$TMP/a.out" 2>&1 &
 	local pa=$!
@@ -161,7 +161,7 @@ t_signal_cleanup() {
 		ids=$(cgroup_progs)
 		assert_eq "$(echo $ids | wc -w)" 3 "programs attached (tcpstats, rehash, pmtu): '$ids'"
 		[ -e "$PIN/tcpstats_cfg" ] && [ -e "$PIN/meta" ] || fail "pins missing"
-		sp_stop "$sig" || fail "exit status after SIG$sig"
+		sp_stop "$sig" || fail "exit after SIG$sig: stackpilot run exited $?; its stderr ends: $(sp_said)"
 		assert_nothing_left
 		left=$(progs_loaded $ids)
 		[ -z "$left" ] || fail "programs $left still loaded 2 s after SIG$sig"
@@ -177,10 +177,10 @@ t_sigkill_then_rerun() {
 	# The link died with the process: nothing attached, only stale pins.
 	sleep 0.3
 	[ -z "$(cgroup_progs)" ] || fail "program still attached after SIGKILL"
-	"$SP" status --pin-path "$PIN" | has 'not running: stale pins' || fail "status does not flag stale pins"
+	"$SP" status --pin-path "$PIN" | has 'not running: stale pins' || fail "status does not flag stale pins: $("$SP" status --pin-path "$PIN")"
 	sp_start --cgroup "$CG"
 	[ -n "$(cgroup_progs)" ] || fail "rerun did not attach"
-	sp_stop || fail "rerun exit"
+	sp_stop || fail "rerun exit: stackpilot run exited $?; its stderr ends: $(sp_said)"
 	assert_nothing_left
 }
 
@@ -189,16 +189,16 @@ t_tcpstats_counts_cgroup_only() {
 	netns_pair; make_cgroup
 	tcp_server 5201
 	sp_start --cgroup "$CG" --modules tcpstats
-	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 10000 3 >/dev/null || fail "client in cgroup"
-	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client fd77::2 5201 10000 2 >/dev/null || fail "v6 client in cgroup"
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 10000 3 >/dev/null || fail "client in cgroup: exit $?"
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client fd77::2 5201 10000 2 >/dev/null || fail "v6 client in cgroup: exit $?"
 	assert_eq "$(status_num active_opens)" 5 "active_opens after 5 connections from the cgroup"
 	assert_eq "$(status_num passive_opens)" 0 "passive_opens (server is outside the cgroup)"
-	ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 10000 4 >/dev/null || fail "client outside"
+	ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 10000 4 >/dev/null || fail "client outside: exit $?"
 	assert_eq "$(status_num active_opens)" 5 "active_opens after connections from outside the cgroup"
 	# A server inside the cgroup counts its accepted connections.
 	in_cgroup ip netns exec "$NS_B" "$TCPTOOL" server 5301 >/dev/null &
 	BG_PIDS+=($!); sleep 0.2
-	ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5301 1000 2 >/dev/null || fail "client to cgroup server"
+	ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5301 1000 2 >/dev/null || fail "client to cgroup server: exit $?"
 	assert_eq "$(status_num passive_opens)" 2 "passive_opens of a server in the cgroup"
 	local runs=$(status_num run_cnt) avg=$(status_num avg_ns)
 	assert_ge "$runs" 7 "program run count"
@@ -211,7 +211,7 @@ t_tcpstats_retrans_rto() {
 	tcp_server 5201
 	sp_start --cgroup "$CG" --modules tcpstats
 	printf 'table inet sptest {\n chain in {\n type filter hook input priority 0;\n }\n}\n' |
-		ip netns exec "$NS_B" nft -f - || fail nft
+		ip netns exec "$NS_B" nft -f - || fail "nft: exit $?"
 	# Every 10th data segment is dropped, counted, not drawn: random 20% loss
 	# of every segment (the handshake too) backed off for 16 s in 1 of 60
 	# runs and passed the 30 s limit in CI; 10% random loss of data left a
@@ -220,7 +220,7 @@ t_tcpstats_retrans_rto() {
 	# in 60 of 60 runs: a lone retransmission after an RTO advances it by one,
 	# so it cannot be dropped again until 9 more data segments have passed.
 	ip netns exec "$NS_B" nft add rule inet sptest in tcp dport 5201 ip length '>' 200 numgen inc mod 10 0 drop
-	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 2000000 1 >/dev/null || fail "lossy transfer"
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 2000000 1 >/dev/null || fail "lossy transfer: exit $?"
 	assert_ge "$(status_num retrans_segs)" 1 "retrans_segs after 10% loss"
 	local rto0=$(status_num rto)	# loss at the tail of a transfer can end in an RTO
 	ip netns exec "$NS_B" nft flush chain inet sptest in
@@ -229,7 +229,7 @@ t_tcpstats_retrans_rto() {
 	( sleep 1.5; ip netns exec "$NS_B" nft flush chain inet sptest in ) &
 	BG_PIDS+=($!)
 	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 100000 1 10 \
-		>/dev/null || fail "transfer across the blackout"
+		>/dev/null || fail "transfer across the blackout: exit $?"
 	assert_ge "$(status_num rto)" $((rto0 + 1)) "rto after a 1.5 s blackout"
 }
 
@@ -244,30 +244,30 @@ t_readme_bpftool() {
 	[ -n "$cmd" ] || fail "README has no bpftool example"
 	eval "${cmd//\/sys\/fs\/bpf\/stackpilot/$PIN}" || fail "README command failed: $cmd"
 	assert_eq "$("$SP" get --pin-path "$PIN" tcpstats.port)" "tcpstats.port=5201" "port after the README command"
-	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5202 1000 2 >/dev/null || fail client
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5202 1000 2 >/dev/null || fail "client: exit $?"
 	assert_eq "$(status_num active_opens)" 0 "connections to 5202 with port=5201"
-	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 1000 2 >/dev/null || fail client
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 1000 2 >/dev/null || fail "client: exit $?"
 	assert_eq "$(status_num active_opens)" 2 "connections to 5201 with port=5201"
 	# Out of range from outside (70000 = 0x11170): ignored, everything counts.
-	bpftool map update pinned "$PIN/tcpstats_cfg" key 0 0 0 0 value 0x70 0x11 0x01 0 || fail bpftool
-	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5202 1000 3 >/dev/null || fail client
+	bpftool map update pinned "$PIN/tcpstats_cfg" key 0 0 0 0 value 0x70 0x11 0x01 0 || fail "bpftool: exit $?"
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5202 1000 3 >/dev/null || fail "client: exit $?"
 	assert_eq "$(status_num active_opens)" 5 "connections to 5202 with port=70000 (ignored)"
 	# stackpilot set writes the same field.
-	"$SP" set --pin-path "$PIN" tcpstats.port=5201 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" tcpstats.port=5201 >/dev/null || fail "set tcpstats.port=5201: exit $?"
 	bpftool map dump pinned "$PIN/tcpstats_cfg" | has '"port": 5201' || fail "bpftool dump shows no field name"
-	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5202 1000 1 >/dev/null || fail client
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5202 1000 1 >/dev/null || fail "client: exit $?"
 	assert_eq "$(status_num active_opens)" 5 "connections to 5202 after set port=5201"
 }
 
 t_status_json() {
 	netns_pair; make_cgroup
 	sp_start --cgroup "$CG"
-	"$SP" status --json --pin-path "$PIN" >"$TMP/s.json" || fail "status --json"
+	"$SP" status --json --pin-path "$PIN" >"$TMP/s.json" || fail "status --json: exit $?"
 	jq -e --arg cg "$CG" --argjson pid "$SP_PID" \
 		'.schema == 1 and .pid == $pid and .alive and .uptime_s >= 0 and .uptime_s < 60 and .cgroup == $cg and (.modules.tcpstats.active_opens | type) == "number"
 		 and (.programs | length) >= 1 and (.programs[0].avg_ns | type) == "number"' \
 		"$TMP/s.json" >/dev/null || fail "status --json: $(cat "$TMP/s.json")"
-	"$SP" status --pin-path "$PIN" | has "^cgroup $CG" || fail "text status"
+	"$SP" status --pin-path "$PIN" | has "^cgroup $CG" || fail "text status: $("$SP" status --pin-path "$PIN")"
 }
 
 # The README's main-job command: attaches to the root cgroup, shows status,
@@ -287,7 +287,7 @@ t_readme_main_job() {
 	[ -n "$sid" ] && [ "$sid" != "$(ps -o sid= -p $$ | tr -d ' ')" ] || fail "main job has no session of its own"
 	on_exit "kill -KILL -- -$sid"
 	grep -q "^stackpilot: attached tcpstats rehash pmtu to cgroup $CG2;" "$TMP/main.out" || fail "main job did not attach: $(cat "$TMP/main.out")"
-	grep -q 'active_opens' "$TMP/main.out" || fail "main job shows no live status"
+	grep -q 'active_opens' "$TMP/main.out" || fail "main job shows no live status: $(tail -5 "$TMP/main.out")"
 	# Its own programs, by id: other sessions may load and attach theirs meanwhile.
 	ids=$("$SP" status --json | jq -r '.programs[].id')
 	[ -n "$ids" ] || fail "main job shows no programs"
@@ -330,7 +330,7 @@ t_cgroup_input_refused() {
 t_btf_file_trust() {
 	local d=$TMP/btf f=$TMP/btf/vmlinux
 	make_cgroup
-	mkdir -m 755 "$d" && cp /sys/kernel/btf/vmlinux "$f" && chmod 755 "$TMP" || fail setup
+	mkdir -m 755 "$d" && cp /sys/kernel/btf/vmlinux "$f" && chmod 755 "$TMP" || fail "setup: exit $?"
 	run_btf() { timeout 10 "$SP" run --pin-path "$PIN" --cgroup "$CG" --modules tcpstats --btf "$f" --interval 0; }
 	chown nobody "$d"
 	expect_error 1 "$f: folder $d is owned by uid 65534, not by root or uid 0" run_btf
@@ -341,7 +341,7 @@ t_btf_file_trust() {
 	chown root "$f"
 	[ -z "$(cgroup_progs)" ] || fail "programs attached: $(cgroup_progs)"
 	sp_start --cgroup "$CG" --modules tcpstats --btf "$f"
-	sp_stop || fail "exit with a good --btf"
+	sp_stop || fail "exit with a good --btf: stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # set: decimal only (010 is not octal 8), and nothing written unless every
@@ -352,9 +352,9 @@ t_set_checks_all_first() {
 	expect_error 2 "tcpstats.port=010: leading zeros not allowed" "$SP" set --pin-path "$PIN" tcpstats.port=010
 	expect_error 1 "module rehash is not loaded" "$SP" set --pin-path "$PIN" tcpstats.port=5201 rehash.prob=50
 	assert_eq "$(sp_ctl get tcpstats.port)" "tcpstats.port=0" "port after a refused set"
-	sp_ctl set tcpstats.port=0x10 >/dev/null || fail "set in hex"
+	sp_ctl set tcpstats.port=0x10 >/dev/null || fail "set in hex (tcpstats.port=0x10): exit $?"
 	assert_eq "$(sp_ctl get tcpstats.port)" "tcpstats.port=16" "port after set 0x10"
-	sp_ctl set tcpstats.port=10 tcpstats.port=0 >/dev/null || fail "two assignments to one field"
+	sp_ctl set tcpstats.port=10 tcpstats.port=0 >/dev/null || fail "two assignments to one field (tcpstats.port=10 tcpstats.port=0): exit $?"
 	assert_eq "$(sp_ctl get tcpstats.port)" "tcpstats.port=0" "last assignment wins"
 }
 
@@ -395,17 +395,17 @@ t_status_hostile_meta() {
 	# struct sp_meta: 384 bytes up to the end of cgroup (nr_ifaces at 24),
 	# then flags, pad, state_file (256), the loop delays (16), the --iface
 	# names (8 x 16). One interface, gone (index 0), its name unterminated.
-	bpftool map create "$PIN/meta" type array key 4 value 792 entries 1 name sp_meta || fail "map create"
+	bpftool map create "$PIN/meta" type array key 4 value 792 entries 1 name sp_meta || fail "map create: exit $?"
 	bpftool map update pinned "$PIN/meta" key 0 0 0 0 value hex 01 $(printf '00 %.0s' $(seq 23)) \
 		01 $(printf '00 %.0s' $(seq 103)) $(printf '41 %.0s' $(seq 256)) $(printf '00 %.0s' $(seq 280)) \
-		$(printf '42 %.0s' $(seq 16)) $(printf '00 %.0s' $(seq 112)) || fail "map update"
+		$(printf '42 %.0s' $(seq 16)) $(printf '00 %.0s' $(seq 112)) || fail "map update: exit $?"
 	"$SP" status --json --pin-path "$PIN" >"$TMP/s.json" || fail "status exit $?"
 	jq -e '.pid == 1 and (.cgroup | length) == 256 and (.cgroup | test("^A+$"))' "$TMP/s.json" >/dev/null ||
 		fail "status --json of an unterminated cgroup: $(cat "$TMP/s.json")"
 	assert_eq "$(jq -c .ifaces "$TMP/s.json")" '["BBBBBBBBBBBBBBBB (gone)"]' "an unterminated interface name"
-	"$SP" status --pin-path "$PIN" | has -x "cgroup $(printf 'A%.0s' $(seq 256))" || fail "text status"
+	"$SP" status --pin-path "$PIN" | has -x "cgroup $(printf 'A%.0s' $(seq 256))" || fail "text status: $("$SP" status --pin-path "$PIN")"
 	rm "$PIN/meta"
-	bpftool map create "$PIN/meta" type array key 4 value 4096 entries 1 name sp_meta || fail "map create"
+	bpftool map create "$PIN/meta" type array key 4 value 4096 entries 1 name sp_meta || fail "map create: exit $?"
 	expect_error 1 "not a stackpilot meta map" "$SP" status --pin-path "$PIN"
 }
 

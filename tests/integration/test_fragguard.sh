@@ -10,17 +10,17 @@ t_fragguard_victim_survives_hog() {
 	# With stackpilot first: a queue the kernel holds stays for ipfrag_time,
 	# so the run without it must come second.
 	sp_start --modules fragguard --iface rp1 --iface rp2
-	peer 1 "$FRAGFLOOD" 10.50.1.1 3000 >/dev/null || fail "flood"
+	peer 1 "$FRAGFLOOD" 10.50.1.1 3000 >/dev/null || fail "flood: exit $?"
 	sleep 0.3
 	local mem=$(frag_mem) with=$(udp_delivered 2 2 20M)
 	echo "with stackpilot: reassembly memory $mem, victim delivered $with%"
 	assert_ge "$(sp_json '.modules.fragguard.refused_peer_limit')" 100 "hog datagrams refused"
 	assert_ge "$(sp_json '.modules.fragguard.completed')" 100 "victim datagrams completed"
 	# The hog is the top peer, held near its limit (1 MiB default).
-	sp_json '.modules.fragguard.top_peers[0].peer' | has -x 10.50.1.2 || fail "top peer is not the hog"
+	sp_json '.modules.fragguard.top_peers[0].peer' | has -x 10.50.1.2 || fail "top peer is not the hog: $(sp_json '.modules.fragguard.top_peers[0].peer')"
 	assert_le "$(sp_num '.modules.fragguard.top_peers[0].mem')" 1100000 "hog memory within its limit"
-	sp_stop || fail "stackpilot exit"
-	peer 1 "$FRAGFLOOD" 10.50.1.1 3000 >/dev/null || fail "flood"
+	sp_stop || fail "stackpilot exit: stackpilot run exited $?; its stderr ends: $(sp_said)"
+	peer 1 "$FRAGFLOOD" 10.50.1.1 3000 >/dev/null || fail "flood: exit $?"
 	sleep 0.3
 	local mem2=$(frag_mem) without=$(udp_delivered 2 2 20M)
 	echo "without stackpilot: reassembly memory $mem2, victim delivered $without%"
@@ -33,8 +33,8 @@ t_fragguard_victim_survives_hog() {
 t_fragguard_estimate_calibrated() {
 	frag_topo 1
 	sp_start --modules fragguard --iface rp1
-	sp_ctl set fragguard.enforce=0 >/dev/null || fail set
-	peer 1 "$FRAGFLOOD" 10.50.1.1 500 >/dev/null || fail flood
+	sp_ctl set fragguard.enforce=0 >/dev/null || fail "set fragguard.enforce=0: exit $?"
+	peer 1 "$FRAGFLOOD" 10.50.1.1 500 >/dev/null || fail "flood: exit $?"
 	sleep 0.3
 	local kmem=$(frag_mem) est=$(sp_json '.modules.fragguard.top_peers[0].mem')
 	echo "kernel $kmem bytes, fragguard estimate $est bytes"
@@ -48,9 +48,9 @@ t_fragguard_runs_in_netns_without_cgroup() {
 	frag_topo 1
 	ip netns exec "$NS_R" sh -c 'mountpoint -q /sys/fs/bpf' && fail "bpffs already in the netns view"
 	sp_start --modules fragguard --iface rp1
-	sp_json '.cgroup' | has -x '' || fail "fragguard-only run has a cgroup"
+	sp_json '.cgroup' | has -x '' || fail "fragguard-only run has a cgroup: $(sp_json '.cgroup')"
 	bpftool link show | has -E "^[0-9]+: (type 11|tcx) +prog $(sp_json '.programs[] | select(.name == "sp_fragguard") | .id') " || fail "no tcx link"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	tc -n "$NS_R" qdisc show dev rp1 | has clsact && fail "clsact left behind"
 	true
 }
@@ -61,15 +61,15 @@ t_fragguard_keeps_existing_clsact() {
 	local id left
 	frag_topo 1
 	ip -n "$NS_R" link set rp1 down	# nothing flows
-	tc -n "$NS_R" qdisc add dev rp1 clsact || fail clsact
+	tc -n "$NS_R" qdisc add dev rp1 clsact || fail "clsact: exit $?"
 	# Someone else's filter (classic BPF: cls_bpf is the classifier we can count on).
-	tc -n "$NS_R" filter add dev rp1 ingress pref 7 bpf bytecode '1,6 0 0 0,' || fail "foreign filter"
+	tc -n "$NS_R" filter add dev rp1 ingress pref 7 bpf bytecode '1,6 0 0 0,' || fail "foreign filter: exit $?"
 	sp_start --modules fragguard --iface rp1
 	id=$(sp_num '.programs[] | select(.name == "sp_fragguard") | .id')
 	bpftool link show | has -E "^[0-9]+: (type 11|tcx) +prog $id " || fail "no tcx link"
-	sp_stop || fail exit
-	tc -n "$NS_R" filter show dev rp1 ingress | has 'pref 7 bpf' || fail "foreign filter removed"
-	tc -n "$NS_R" qdisc show dev rp1 | has clsact || fail "foreign clsact removed"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
+	tc -n "$NS_R" filter show dev rp1 ingress | has 'pref 7 bpf' || fail "foreign filter removed: $(tc -n "$NS_R" filter show dev rp1 ingress)"
+	tc -n "$NS_R" qdisc show dev rp1 | has clsact || fail "foreign clsact removed: $(tc -n "$NS_R" qdisc show dev rp1)"
 	tc -n "$NS_R" filter show dev rp1 ingress | has sp_fragguard && fail "our filter left"
 	left=$(progs_loaded "$id")
 	[ -z "$left" ] || fail "sp_fragguard ($id) still loaded after exit: $(bpftool link show | grep "prog $id ")"
@@ -83,7 +83,7 @@ t_fragguard_spoofed_flood() {
 	udp_delivered 2 3 5M >/dev/null
 	sp_json '.modules.fragguard.top_peers[] | select(.peer == "10.50.2.2") | .known' | has -x true ||
 		fail "victim not known after 3 s of streaming" 
-	peer 1 "$FRAGFLOOD" 10.50.1.1 20000 10.60.0.0/16 >/dev/null || fail flood
+	peer 1 "$FRAGFLOOD" 10.50.1.1 20000 10.60.0.0/16 >/dev/null || fail "flood: exit $?"
 	local with=$(udp_delivered 2 2 20M)
 	echo "victim delivered $with% during a spoofed flood; $(sp_json '.modules.fragguard | {refused_unknown_pool, peers_tracked, admitted}')"
 	assert_ge "$(sp_json '.modules.fragguard.refused_unknown_pool')" 1000 "spoofed datagrams refused by the unknown pool"
@@ -98,7 +98,7 @@ t_fragguard_ipv6_stream() {
 		jq '.end | 100 * .sum_received.bytes / .sum_sent.bytes')
 	awk "BEGIN { exit !($d > 95) }" || fail "IPv6 delivered $d%, expected > 95%"
 	assert_ge "$(sp_json '.modules.fragguard.completed')" 100 "IPv6 datagrams completed"
-	sp_json '.modules.fragguard.top_peers[].peer' | has '^fd50:1::$' || fail "IPv6 peer (/64) not shown"
+	sp_json '.modules.fragguard.top_peers[].peer' | has '^fd50:1::$' || fail "IPv6 peer (/64) not shown: $(sp_json '.modules.fragguard.top_peers[].peer')"
 }
 
 # Tunables written from outside are clamped (peer_limit_kb 0 acts as 16 KiB).
@@ -107,8 +107,8 @@ t_fragguard_bpftool_clamp() {
 	sp_start --modules fragguard --iface rp1
 	# prefix4, prefix6, peer_limit_kb = 0, unknown_pct, load_pct, enforce = 9, known_kb, known_s
 	nsenter -t "$SP_PID" -m -n bpftool map update pinned "$PIN/fragguard_cfg" key 0 0 0 0 value \
-		32 0 0 0  64 0 0 0  0 0 0 0  50 0 0 0  50 0 0 0  9 0 0 0  64 0 0 0  2 0 0 0 || fail bpftool
-	peer 1 "$FRAGFLOOD" 10.50.1.1 200 >/dev/null || fail flood
+		32 0 0 0  64 0 0 0  0 0 0 0  50 0 0 0  50 0 0 0  9 0 0 0  64 0 0 0  2 0 0 0 || fail "bpftool: exit $?"
+	peer 1 "$FRAGFLOOD" 10.50.1.1 200 >/dev/null || fail "flood: exit $?"
 	local mem ref
 	mem=$(sp_num '.modules.fragguard.top_peers[0].mem') ref=$(sp_num .modules.fragguard.refused_peer_limit)
 	echo "peer $(sp_json '.modules.fragguard.top_peers[0].peer') memory $mem, refused $ref"
@@ -129,13 +129,13 @@ t_fragguard_differential() {
 	ip netns exec "$NS_R" sysctl -qw net.ipv4.ipfrag_time=1 net.ipv6.ip6frag_time=1 \
 		net.ipv4.ipfrag_high_thresh=536870912 net.ipv6.ip6frag_high_thresh=536870912
 	sp_start --modules fragguard --iface rp1
-	sp_ctl set fragguard.enforce=0 fragguard.prefix4=32 fragguard.prefix6=128 >/dev/null || fail set
+	sp_ctl set fragguard.enforce=0 fragguard.prefix4=32 fragguard.prefix6=128 >/dev/null || fail "set fragguard.enforce=0 fragguard.prefix4=32 fragguard.prefix6=128: exit $?"
 	local mac=$(ip -n "$NS_R" -j link show rp1 | jq -r '.[0].address') seed=${FRAGDIFF_SEED:-$RANDOM}
 	nsenter -t "$SP_PID" -m "$BUILD/fragdiff" "$PIN" "$NS_R" "sp-$ID-p1" pr1 "$mac" \
 		"${FRAGDIFF_COUNT:-100000}" "$seed" | tee "$TMP/diff.out" | grep -v "^batch .* 0 disagreements" | tail -12
 	[ "${PIPESTATUS[0]}" = 0 ] || fail "fragguard disagrees with the kernel (seed $seed)"
 	echo "fragdiff: seed $seed"
-	grep -q ' 0 disagreements' "$TMP/diff.out" || fail "no summary"
+	grep -q ' 0 disagreements' "$TMP/diff.out" || fail "no summary: $(tail -5 "$TMP/diff.out")"
 }
 
 # Regression (fragguard v2, item 1): a 65000-byte datagram has more 8-byte
@@ -167,7 +167,7 @@ t_fragguard_completing_spoofers() {
 		if [ $fam = 4 ]; then dst=10.50.1.1 spoof=10.70.0.0/16 flood=10.60.0.0/16
 		else dst=fd50:1::1 spoof=fd70::/64 flood=fd60::/64; fi
 		udp_delivered 2 3 5M $fam >/dev/null	# the victim becomes known
-		peer 1 "$FRAGFLOOD" $dst 10000 $spoof 0 8 complete >/dev/null || fail "completing spoofers"
+		peer 1 "$FRAGFLOOD" $dst 10000 $spoof 0 8 complete >/dev/null || fail "completing spoofers: exit $?"
 		assert_ge "$(sp_json '.modules.fragguard.completed')" $((fam == 4 ? 10000 : 20000)) \
 			"spoofed datagrams completed"
 		# Only the victims are known: 1 after IPv4, 2 after IPv6.
@@ -190,10 +190,10 @@ t_fragguard_floods_drain_to_zero() {
 	frag_topo 2; udp_servers 2
 	ip netns exec "$NS_R" sysctl -qw net.ipv4.ipfrag_time=2
 	sp_start --modules fragguard --iface rp1 --iface rp2
-	sp_ctl set fragguard.unknown_pct=100 >/dev/null || fail set
+	sp_ctl set fragguard.unknown_pct=100 >/dev/null || fail "set fragguard.unknown_pct=100: exit $?"
 	local i
 	for i in 1 2 3; do
-		peer 1 "$FRAGFLOOD" 10.50.1.1 30000 10.60.0.0/16 0 >/dev/null || fail flood
+		peer 1 "$FRAGFLOOD" 10.50.1.1 30000 10.60.0.0/16 0 >/dev/null || fail "flood: exit $?"
 		sleep 3
 		sp_json '.modules.fragguard | [.active_peers, .datagrams_in_progress, .tracked_mem.ipv4,
 			.tracked_mem.ipv6, .unknown_mem.ipv4, .unknown_mem.ipv6] | map(tostring) | join(" ")' |
@@ -214,12 +214,12 @@ t_fragguard_filters_behind_still_run() {
 	# The peer knows R's MAC: the filter would drop ARP too, and pings would
 	# never leave the peer.
 	ip -n "sp-$ID-p1" neigh replace 10.50.1.1 dev pr1 nud permanent \
-		lladdr "$(ip -n "$NS_R" -j link show rp1 | jq -r '.[0].address')" || fail "neighbour"
+		lladdr "$(ip -n "$NS_R" -j link show rp1 | jq -r '.[0].address')" || fail "neighbour: exit $?"
 	# A direct-action filter that drops everything (no gact/matchall here).
 	printf '%s\n' '__attribute__((section("tc"), used)) int drop(void *ctx) { return 2; }' \
 		'char _license[] __attribute__((section("license"), used)) = "GPL";' >"$TMP/drop.c"
-	clang -O2 -target bpf -c "$TMP/drop.c" -o "$TMP/drop.o" || fail "clang"
-	tc -n "$NS_R" qdisc add dev rp1 clsact || fail clsact
+	clang -O2 -target bpf -c "$TMP/drop.c" -o "$TMP/drop.o" || fail "clang: exit $?"
+	tc -n "$NS_R" qdisc add dev rp1 clsact || fail "clsact: exit $?"
 	tc -n "$NS_R" filter add dev rp1 ingress pref 49152 bpf da obj "$TMP/drop.o" sec tc ||
 		fail "drop filter"
 	peer 1 ping -c 1 -W 1 10.50.1.1 >/dev/null && fail "baseline: the drop filter did not drop"
@@ -229,11 +229,11 @@ t_fragguard_filters_behind_still_run() {
 	assert_ge "$(sp_num .modules.fragguard.fragments)" 6 "fragments sp_fragguard saw (2 pings of 3)"
 	assert_ge "$(sp_num .modules.fragguard.admitted)" 2 "datagrams sp_fragguard admitted"
 	assert_eq "$(sp_num .modules.fragguard.dropped)" 0 "fragments sp_fragguard dropped"
-	tc -n "$NS_R" filter del dev rp1 ingress pref 49152 || fail "removing the drop filter"
-	peer 1 ping -c 2 -W 1 10.50.1.1 >/dev/null || fail "ping with sp_fragguard alone on rp1"
-	peer 1 ping -c 2 -W 1 -s 3000 10.50.1.1 >/dev/null || fail "fragmented ping with sp_fragguard alone on rp1"
+	tc -n "$NS_R" filter del dev rp1 ingress pref 49152 || fail "removing the drop filter: exit $?"
+	peer 1 ping -c 2 -W 1 10.50.1.1 >/dev/null || fail "ping with sp_fragguard alone on rp1: exit $?"
+	peer 1 ping -c 2 -W 1 -s 3000 10.50.1.1 >/dev/null || fail "fragmented ping with sp_fragguard alone on rp1: exit $?"
 	assert_ge "$(sp_num .modules.fragguard.completed)" 2 "datagrams completed with sp_fragguard alone"
-	sp_stop || fail exit
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # Review finding (metrics2 helper): interface indexes repeat in every
@@ -255,7 +255,7 @@ t_fragguard_other_netns_drops_not_counted() {
 	# (fewer than ipfrag_max_dist datagrams apart, or the kernel restarts the
 	# queue instead: FRAG_TOO_FAR).
 	for _ in 1 2; do
-		FRAGFLOOD_SEED=7 ip netns exec "$nd" "$FRAGFLOOD" 10.70.0.1 30 >/dev/null || fail flood
+		FRAGFLOOD_SEED=7 ip netns exec "$nd" "$FRAGFLOOD" 10.70.0.1 30 >/dev/null || fail "flood: exit $?"
 	done
 	sleep 2.5
 	assert_ge "$(ip netns exec "$nc" nstat -az IpReasmTimeout | awk '$1 == "IpReasmTimeout" { print $2 }')" 30 \
@@ -263,7 +263,7 @@ t_fragguard_other_netns_drops_not_counted() {
 	k=$(sp_json '.modules.fragguard | [.kernel_drop_timeout, .kernel_drop_dup] | map(tostring) | join(" ")')
 	[ "$k" = "0 0" ] || fail "the other namespace's drops were counted (timeout, dup): $k"
 	# The control: the same in our namespace is counted.
-	for _ in 1 2; do FRAGFLOOD_SEED=7 peer 1 "$FRAGFLOOD" 10.50.1.1 30 >/dev/null || fail flood; done
+	for _ in 1 2; do FRAGFLOOD_SEED=7 peer 1 "$FRAGFLOOD" 10.50.1.1 30 >/dev/null || fail "flood: exit $?"; done
 	sleep 2.5
 	assert_ge "$(sp_json '.modules.fragguard.kernel_drop_dup')" 30 "our duplicates counted"
 	assert_ge "$(sp_json '.modules.fragguard.kernel_drop_timeout')" 30 "our expiries counted"

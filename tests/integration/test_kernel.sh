@@ -25,7 +25,7 @@ probe_agrees_with_run() {
 		if [ "$ok" = true ]; then
 			sp_start --modules $m "${args[@]}"
 			grep -q "^stackpilot: attached $m" "$TMP/sp.out" || fail "$m: $(cat "$TMP/sp.out")"
-			sp_stop || fail "$m: exit status"
+			sp_stop || fail "$m: stackpilot run exited $?; its stderr ends: $(sp_said)"
 			[ -z "$(cgroup_progs)" ] && [ ! -e "$PIN" ] || fail "$m: left attached or pinned"
 		else
 			[ "$ok" = false ] || fail "$m: probe --json runs is '$ok'"
@@ -75,7 +75,7 @@ t_kernel_all_carries_on() {
 	grep -q "^stackpilot: attached tcpstats rehash to cgroup" "$TMP/sp.out" || fail "attached: $(cat "$TMP/sp.out")"
 	grep -q "warning: pmtu: needs the BPF ring buffer (Linux 5.8), which this kernel lacks: not started" \
 		"$TMP/sp.err" || fail "no warning: $(cat "$TMP/sp.err")"
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	printf '[cgroup %s]\nmodules = tcpstats, pmtu\n' "sp-test-$ID" >"$TMP/named.conf"
 	"$SP" check-config "$TMP/named.conf" >"$TMP/o" 2>"$TMP/e"
 	assert_eq "$?" 1 "check-config of a section naming pmtu"
@@ -132,7 +132,7 @@ t_kernel_rehash_noatomics() {
 	make_cgroup
 	sp_start --cgroup "$CG" --modules rehash
 	tag=$(rehash_tag)
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	rmdir "$CG"
 	export SP_PROBE_OFF=atomics
 	source "$ROOT/tests/integration/test_rehash.sh"
@@ -165,9 +165,9 @@ pmtu_icmp_learned() {
 	local fam=$1 dst=$2 key=$3 out icmp0 icmp1 mtu
 	need_feature fentry_sk_storage
 	pmtu_topo 1400; make_cgroup
-	ip netns exec "$NS_RT" nft delete table inet bh || fail "let R's ICMP out"
+	ip netns exec "$NS_RT" nft delete table inet bh || fail "let R's ICMP out: exit $?"
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
-	sp_ctl set pmtu.search_new=0 >/dev/null || fail set
+	sp_ctl set pmtu.search_new=0 >/dev/null || fail "set pmtu.search_new=0: exit $?"
 	out=$(xfer "$dst" 300000) || true
 	[ -n "$out" ] || fail "first transfer did not complete"
 	assert_eq "$(pm_entry "$key" method)" icmp "method of $key: $(sp_json '.modules.pmtu | tostring')"
@@ -207,7 +207,7 @@ t_kernel_pmtu_learns_kernel_probing() {
 	ip netns exec "$NS_S" sysctl -qw net.ipv4.tcp_mtu_probing=2
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
 	# Neither stackpilot's search nor a connection's own proof (learn_kb).
-	sp_ctl set pmtu.search_new=0 pmtu.learn_kb=1048576 >/dev/null || fail set
+	sp_ctl set pmtu.search_new=0 pmtu.learn_kb=1048576 >/dev/null || fail "set pmtu.search_new=0 pmtu.learn_kb=1048576: exit $?"
 	set -- $(xfer 10.30.2.2 4000000)
 	[ -n "${1:-}" ] || fail "transfer did not complete"
 	echo "transfer: $*; entry $(sp_json '.modules.pmtu.destinations[0] | tostring')"

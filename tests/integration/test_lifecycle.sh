@@ -76,7 +76,7 @@ t_lifecycle_search_does_not_block() {
 	pmtu_topo 1400 noprobe; make_cgroup
 	pmtu_probe_counter
 	sp_start --modules pmtu,fragguard --cgroup "sp-test-$ID" --iface s0 --mtu-probing 1 --interval 1
-	sp_ctl set pmtu.max_probes=10 pmtu.probe_timeout_ms=10000 >/dev/null || fail set
+	sp_ctl set pmtu.max_probes=10 pmtu.probe_timeout_ms=10000 >/dev/null || fail "set pmtu.max_probes=10 pmtu.probe_timeout_ms=10000: exit $?"
 	xfer 10.30.2.2 1000000 >/dev/null &
 	BG_PIDS+=($!); disown
 	for _ in $(seq 100); do
@@ -93,7 +93,7 @@ t_lifecycle_search_does_not_block() {
 	for _ in $(seq 20); do [ "$(pmtu_probes)" -ge 1 ] && break; sleep 0.1; done
 	assert_ge "$(pmtu_probes)" 1 "probes sent towards 10.30.2.2 (S's output)"
 	# Incomplete datagrams into S: reassembly memory the sample must see.
-	ip netns exec "$NS_RT" "$FRAGFLOOD" 10.30.1.1 200 >/dev/null || fail fragflood
+	ip netns exec "$NS_RT" "$FRAGFLOOD" 10.30.1.1 200 >/dev/null || fail "fragflood: exit $?"
 	local kmem lines0 lines1 mem
 	kmem=$(ip netns exec "$NS_S" awk '/^FRAG:/ { print $5 }' /proc/net/sockstat)
 	assert_ge "$kmem" 100000 "reassembly memory in S"
@@ -109,7 +109,7 @@ t_lifecycle_search_does_not_block() {
 		fail "search ended before the checks: $(grep 10.30.2.2 "$TMP/sp.err")"
 	# A signal ends the run at once, search in flight or not.
 	local t0=$(date +%s%N)
-	sp_stop || fail "exit during a search"
+	sp_stop || fail "exit during a search: stackpilot run exited $?; its stderr ends: $(sp_said)"
 	assert_ge 1000 $(( ($(date +%s%N) - t0) / 1000000 )) "ms to exit during a search"
 }
 
@@ -121,7 +121,7 @@ t_lifecycle_sigkill_restores_route_and_sysctl() {
 	# into the black hole, and the search installs a route.
 	ip netns exec "$NS_S" sysctl -qw net.ipv4.tcp_base_mss=1460
 	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 2
-	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	sp_ctl set pmtu.route=1 >/dev/null || fail "set pmtu.route=1: exit $?"
 	xfer 10.30.2.2 1000000 >/dev/null || true
 	for _ in $(seq 50); do
 		[ -n "$(ip -n "$NS_S" route show proto 0xa5)" ] && break
@@ -135,7 +135,7 @@ t_lifecycle_sigkill_restores_route_and_sysctl() {
 	echo "after kill -9, the next run: $(grep 'killed run' "$TMP/sp.err")"
 	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes of a killed run after the next start"
 	assert_eq "$(ip netns exec "$NS_S" sysctl -n net.ipv4.tcp_mtu_probing)" 0 "tcp_mtu_probing after the next start"
-	sp_stop || fail exit
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # kill -9 of a run of every module, then a run of tcpstats alone on the same
@@ -160,8 +160,8 @@ t_lifecycle_sigkill_fewer_modules_pins_removed() {
 	assert_eq "$(sp_ctl get | grep -v '^tcpstats\.' | tr '\n' ' ')" "" "tunables of other modules in get"
 	sp_ctl set rehash.prob=77 >/dev/null 2>"$TMP/e"; rc=$?
 	assert_eq "$rc" 1 "exit of set rehash.prob=77 with no rehash running ($(cat "$TMP/e"))"
-	sp_stop || fail "exit"
-	grep -q 'detached, pins removed' "$TMP/sp.out" || fail "no 'detached' line"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
+	grep -q 'detached, pins removed' "$TMP/sp.out" || fail "no 'detached' line: $(tail -5 "$TMP/sp.out")"
 	[ ! -e "$PIN" ] || fail "left in $PIN after the exit: $(ls "$PIN" | tr '\n' ' ')"
 }
 
@@ -181,10 +181,10 @@ t_lifecycle_second_mtu_probing_refused() {
 	cat "$TMP/err2"
 	assert_eq "$rc" 1 "exit of the second run"
 	assert_eq "$(wc -l <"$TMP/err2")" 1 "stderr lines of the second run"
-	grep -q "pid $SP_PID already set tcp_mtu_probing" "$TMP/err2" || fail "unclear refusal"
+	grep -q "pid $SP_PID already set tcp_mtu_probing" "$TMP/err2" || fail "unclear refusal: $(tail -5 "$TMP/err2")"
 	assert_eq "$(cgroup_progs)" "$progs" "programs on the cgroup after the refused run"
 	assert_eq "$(ip netns exec "$NS_A" sysctl -n net.ipv4.tcp_mtu_probing)" 1 "tcp_mtu_probing after the refused run"
-	sp_stop || fail exit
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	assert_eq "$(ip netns exec "$NS_A" sysctl -n net.ipv4.tcp_mtu_probing)" 0 "tcp_mtu_probing after the first run's exit"
 }
 
@@ -199,7 +199,7 @@ t_lifecycle_fragguard_sigkill_leaves_nothing() {
 	attach=$("$SP" probe --json | jq -r .modules.fragguard.mechanisms.attach.uses)
 	frag_topo 1
 	sp_start --modules fragguard --iface rp1
-	sp_ctl set fragguard.peer_limit_kb=16 >/dev/null || fail set	# a stale program would refuse nearly all
+	sp_ctl set fragguard.peer_limit_kb=16 >/dev/null || fail "set fragguard.peer_limit_kb=16: exit $?"	# a stale program would refuse nearly all
 	id=$(sp_json '.programs[] | select(.name == "sp_fragguard") | .id')
 	[ -n "$id" ] || fail "no sp_fragguard program in status"
 	sp_stop KILL
@@ -214,7 +214,7 @@ t_lifecycle_fragguard_sigkill_leaves_nothing() {
 			fail "the killed run's clsact filter is not there: $(tc -n "$NS_R" filter show dev rp1 ingress)"
 		sleep 2
 	fi
-	peer 1 "$FRAGFLOOD" 10.50.1.1 200 >/dev/null || fail flood
+	peer 1 "$FRAGFLOOD" 10.50.1.1 200 >/dev/null || fail "flood: exit $?"
 	sleep 0.2
 	inuse=$(ip netns exec "$NS_R" awk '/^FRAG:/ { print $3 }' /proc/net/sockstat)
 	echo "after kill -9 ($attach): $inuse of 200 incomplete datagrams queued by the kernel"
@@ -222,16 +222,16 @@ t_lifecycle_fragguard_sigkill_leaves_nothing() {
 	if [ "$attach" = tcx ]; then
 		# A filter with our handle, as a killed run of an older version (or of a
 		# kernel without tcx) leaves it, is removed by the next start.
-		tc -n "$NS_R" qdisc add dev rp1 clsact || fail clsact
-		tc -n "$NS_R" filter add dev rp1 ingress pref 21328 handle 0x5350 bpf bytecode '1,6 0 0 0,' || fail "stale filter"
+		tc -n "$NS_R" qdisc add dev rp1 clsact || fail "clsact: exit $?"
+		tc -n "$NS_R" filter add dev rp1 ingress pref 21328 handle 0x5350 bpf bytecode '1,6 0 0 0,' || fail "stale filter: exit $?"
 		sp_start --modules fragguard --iface rp1
 		assert_eq "$(tc -n "$NS_R" filter show dev rp1 ingress)" "" "tc filters on rp1 after the next start"
-		grep -q 'removed a stale filter on rp1' "$TMP/sp.err" || fail "no log line for the stale filter"
+		grep -q 'removed a stale filter on rp1' "$TMP/sp.err" || fail "no log line for the stale filter: $(tail -5 "$TMP/sp.err")"
 	else
 		sp_start --modules fragguard --iface rp1
 		tc -n "$NS_R" filter show dev rp1 ingress | has "id $id " && fail "the killed run's filter stayed"
 	fi
-	sp_stop || fail exit
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	tc -n "$NS_R" filter show dev rp1 ingress | has sp_fragguard && fail "a filter of ours after exit"
 	true
 }
@@ -255,11 +255,11 @@ t_lifecycle_fragguard_clsact_removed_by_any_run() {
 	sp_start --modules tcpstats --cgroup "sp-test-$ID"
 	grep -q "undid 'fgfilter [0-9]* $id' left by a killed run" "$TMP/sp.err" || fail "no log line: $(cat "$TMP/sp.err")"
 	assert_eq "$(tc -n "$NS_R" filter show dev rp1 ingress)" "" "filters on rp1 after the start of tcpstats"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	export SP_PROBE_OFF=tcx
 	sp_start --modules fragguard --iface rp1
 	pid=$SP_PID
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	ls /run/stackpilot/state-*-"$pid" >/dev/null 2>&1 && fail "a state file of a run that exited: $(cat /run/stackpilot/state-*-"$pid")"
 	assert_eq "$(tc -n "$NS_R" filter show dev rp1 ingress)" "" "filters on rp1 after the exit"
 }
@@ -274,7 +274,7 @@ t_lifecycle_cgroup_removed() {
 	grep -q "cgroup $CG was removed" "$TMP/sp.err" || fail "no log line: $(cat "$TMP/sp.err")"
 	assert_eq "$(sp_json '.cgroup')" "$CG (removed)" "cgroup in status"
 	assert_eq "$(sp_json '.alive')" true "alive in status"
-	sp_stop || fail "exit after the cgroup went"
+	sp_stop || fail "exit after the cgroup went: stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # An --iface device is deleted: logged and shown in status by its name, as
@@ -284,7 +284,7 @@ t_lifecycle_iface_deleted_and_back() {
 	source "$ROOT/tests/lib_frag.sh"
 	frag_topo 1
 	sp_start --modules fragguard --iface rp1
-	ip -n "$NS_R" link del rp1 || fail "link del"
+	ip -n "$NS_R" link del rp1 || fail "link del: exit $?"
 	for _ in $(seq 20); do grep -q 'rp1.*is gone' "$TMP/sp.err" && break; sleep 0.1; done
 	grep -q 'interface rp1 (index [0-9]*) is gone' "$TMP/sp.err" || fail "no log line: $(cat "$TMP/sp.err")"
 	assert_eq "$(sp_json '.ifaces | join(",")')" "rp1 (gone)" "ifaces in status while rp1 is gone"
@@ -296,10 +296,10 @@ t_lifecycle_iface_deleted_and_back() {
 	grep -q 'interface rp1 is back (index [0-9]*): attached again' "$TMP/sp.err" || fail "not attached again: $(cat "$TMP/sp.err")"
 	assert_eq "$(sp_json '.ifaces | join(",")')" rp1 "ifaces in status after rp1 came back"
 	local before=$(sp_json '.modules.fragguard.fragments')
-	peer 1 "$FRAGFLOOD" 10.50.1.1 50 >/dev/null || fail flood
+	peer 1 "$FRAGFLOOD" 10.50.1.1 50 >/dev/null || fail "flood: exit $?"
 	sleep 0.2
 	assert_ge "$(sp_json '.modules.fragguard.fragments')" $((before + 50)) "fragments seen on the new rp1"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	assert_eq "$(tc -n "$NS_R" filter show dev rp1 ingress)" "" "filters on rp1 after exit"
 }
 
@@ -311,21 +311,21 @@ t_lifecycle_log_rate_limited() {
 	sp_start --modules fragguard --iface rp1
 	local i t0=$(date +%s.%N)
 	for i in $(seq 15); do
-		ip -n "$NS_R" link del rp1 || fail "link del"
-		ip -n "$NS_R" link add rp1 type veth peer name pr1 || fail "link add"
+		ip -n "$NS_R" link del rp1 || fail "link del: exit $?"
+		ip -n "$NS_R" link add rp1 type veth peer name pr1 || fail "link add: exit $?"
 	done
 	echo "15 flaps in $(echo "$(date +%s.%N) - $t0" | bc) s"
 	sleep 1.2
-	ip -n "$NS_R" link del rp1 || fail "link del"
+	ip -n "$NS_R" link del rp1 || fail "link del: exit $?"
 	sleep 0.3
 	cat "$TMP/sp.err"
 	local gone=$(grep -c 'interface rp1 (index [0-9]*) is gone' "$TMP/sp.err")
 	[ "$gone" -ge 5 ] && [ "$gone" -lt 16 ] || fail "'is gone' lines for 16 deletions: $gone, expected a burst of 5, then fewer"
-	grep -q 'similar lines suppressed' "$TMP/sp.err" || fail "no count of suppressed lines"
+	grep -q 'similar lines suppressed' "$TMP/sp.err" || fail "no count of suppressed lines: $(tail -5 "$TMP/sp.err")"
 	grep -q 'debug:' "$TMP/sp.err" && fail "debug lines without --verbose"
-	sp_stop || fail exit
-	ip -n "$NS_R" link add rp1 type veth peer name pr1 || fail "link add"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
+	ip -n "$NS_R" link add rp1 type veth peer name pr1 || fail "link add: exit $?"
 	sp_start --modules fragguard --iface rp1 --verbose
-	sp_stop || fail exit
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	grep -q 'debug: signal 15: detaching' "$TMP/sp.err" || fail "no debug line with --verbose: $(cat "$TMP/sp.err")"
 }

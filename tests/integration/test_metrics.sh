@@ -34,13 +34,13 @@ t_metrics_prometheus() {
 	need_tool promtool prometheus
 	local odd='q"b\c' before after
 	make_cgroup
-	mkdir "$CG/$odd" || fail "mkdir"
+	mkdir "$CG/$odd" || fail "mkdir: exit $?"
 	on_exit rmdir "'$CG/$odd'"
 	mx_start "$CG/$odd"
 	sp_ctl status --prometheus >"$TMP/p1" || fail "status --prometheus exit $?"
 	promtool_clean "$TMP/p1"
-	grep -q '^# TYPE stackpilot_bpf_program_runs_total counter$' "$TMP/p1" || fail "no program runs"
-	grep -q '^# HELP stackpilot_tcpstats_active_opens_total .' "$TMP/p1" || fail "no HELP"
+	grep -q '^# TYPE stackpilot_bpf_program_runs_total counter$' "$TMP/p1" || fail "no program runs: $(tail -5 "$TMP/p1")"
+	grep -q '^# HELP stackpilot_tcpstats_active_opens_total .' "$TMP/p1" || fail "no HELP: $(tail -5 "$TMP/p1")"
 	grep -qF "cgroup=\"$CG/q\\\"b\\\\c\"" "$TMP/p1" ||
 		fail "cgroup label not escaped: $(grep -m1 cgroup= "$TMP/p1")"
 	before=$(prom_val "$TMP/p1" stackpilot_tcpstats_active_opens_total)
@@ -70,13 +70,13 @@ t_metrics_rehash_tables() {
 	source "$ROOT/tests/lib_ecmp.sh"
 	local q='.modules.rehash' sum dst prom
 	ecmp_topo 2 100mbit
-	ip netns exec "$NS_D" iperf3 -s -D -p 5201 >/dev/null || fail iperf3
+	ip netns exec "$NS_D" iperf3 -s -D -p 5201 >/dev/null || fail "iperf3: exit $?"
 	make_cgroup
 	sp_start --cgroup "$CG" --modules rehash
-	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
-	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 3 -P 2 >/dev/null || fail iperf3
-	sp_ctl status --json >"$TMP/s.json" || fail "status --json"
-	sp_ctl status --prometheus >"$TMP/p" || fail "status --prometheus"
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail "set rehash.prob=100 rehash.mode=1: exit $?"
+	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 3 -P 2 >/dev/null || fail "iperf3: exit $?"
+	sp_ctl status --json >"$TMP/s.json" || fail "status --json: exit $?"
+	sp_ctl status --prometheus >"$TMP/p" || fail "status --prometheus: exit $?"
 	promtool_clean "$TMP/p"
 	sum=$(jq "[$q.connections[] | select(.dst == \"fd02::2\") | .rehashes] | add // 0" "$TMP/s.json")
 	assert_ge "$sum" 2 "rehashes of the connections to fd02::2"
@@ -140,7 +140,7 @@ t_metrics_textfile() {
 	cp "$dir/stackpilot.prom" "$TMP/t1"
 	promtool_clean "$TMP/t1"
 	# Complete: the last metric of the exposition is there.
-	grep -q '^# TYPE stackpilot_bpf_program_run_seconds_total counter' "$TMP/t1" || fail "truncated"
+	grep -q '^# TYPE stackpilot_bpf_program_run_seconds_total counter' "$TMP/t1" || fail "truncated: $(tail -5 "$TMP/t1")"
 	ino1=$(stat -c %i "$dir/stackpilot.prom")
 	sleep 2.2
 	ino2=$(stat -c %i "$dir/stackpilot.prom")
@@ -158,9 +158,9 @@ t_metrics_textfile() {
 		done
 		grep -q '^stackpilot_tcpstats_active_opens_total{' "$TMP/ne" ||
 			fail "node_exporter does not serve the textfile: $(tail -3 "$TMP/ne.log")"
-		grep -q '^node_textfile_scrape_error 0' "$TMP/ne" || fail "node_exporter: textfile scrape error"
+		grep -q '^node_textfile_scrape_error 0' "$TMP/ne" || fail "node_exporter: textfile scrape error: $(tail -5 "$TMP/ne")"
 	fi
-	sp_stop || fail "stop"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	[ ! -e "$dir/stackpilot.prom" ] || fail "stackpilot.prom left after the run stopped"
 	# Everything else was checked: without node_exporter, its part is a skip.
 	need_tool prometheus-node-exporter prometheus-node-exporter
@@ -191,14 +191,14 @@ t_metrics_textfile_folder_checked() {
 	sp_start --cgroup "sp-test-$ID" --modules tcpstats --interval 1 --metrics-textfile "$dir"
 	for _ in $(seq 30); do [ -e "$dir/stackpilot.prom" ] && break; sleep 0.1; done
 	[ -e "$dir/stackpilot.prom" ] || fail "no $dir/stackpilot.prom"
-	mv "$dir" "$TMP/tf.moved" && ln -s "$TMP/other" "$dir" || fail "swap"
+	mv "$dir" "$TMP/tf.moved" && ln -s "$TMP/other" "$dir" || fail "swap: exit $?"
 	ino=$(stat -c %i "$TMP/tf.moved/stackpilot.prom")
 	sleep 2.2
 	[ "$(stat -c %i "$TMP/tf.moved/stackpilot.prom")" != "$ino" ] || fail "not rewritten in the folder it opened"
 	assert_eq "$(ls -A "$TMP/other")" "" "files written through the symlink"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	[ ! -e "$TMP/tf.moved/stackpilot.prom" ] || fail "stackpilot.prom left after the run stopped"
-	rm "$dir" && mv "$TMP/tf.moved" "$dir" || fail "swap back"
+	rm "$dir" && mv "$TMP/tf.moved" "$dir" || fail "swap back: exit $?"
 	sp_start --cgroup "sp-test-$ID" --modules tcpstats --interval 1 --metrics-textfile "$dir"
 	for _ in $(seq 30); do [ -e "$dir/stackpilot.prom" ] && break; sleep 0.1; done
 	sp_stop KILL
@@ -206,7 +206,7 @@ t_metrics_textfile_folder_checked() {
 	sp_start --cgroup "sp-test-$ID" --modules tcpstats
 	grep -q "undid 'promfile $dir' left by a killed run" "$TMP/sp.err" || fail "no log line: $(cat "$TMP/sp.err")"
 	[ ! -e "$dir/stackpilot.prom" ] || fail "a killed run's stackpilot.prom after the next start"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 t_metrics_usage_errors() {
@@ -246,7 +246,7 @@ t_metrics_listen() {
 	mx() { ip netns exec "$NS_A" "$@"; }
 	mx curl -sf --max-time 5 "$url/metrics" >"$TMP/m" || fail "scrape: curl exit $?"
 	promtool_clean "$TMP/m"
-	grep -q '^stackpilot_bpf_program_runs_total{' "$TMP/m" || fail "no program runs in the scrape"
+	grep -q '^stackpilot_bpf_program_runs_total{' "$TMP/m" || fail "no program runs in the scrape: $(tail -5 "$TMP/m")"
 	code=$(mx curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$url/nope")
 	assert_eq "$code" 404 "GET /nope"
 	code=$(mx curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST -d x "$url/metrics")
@@ -265,14 +265,14 @@ t_metrics_listen() {
 	done
 	# Load: 1000 scrapes in a row, then 50 at once; the run's memory stays.
 	local rss0 rss1 t0 t1
-	mx curl -sf --max-time 5 $(for i in $(seq 50); do echo "$url/metrics"; done) >/dev/null || fail "warm-up"
+	mx curl -sf --max-time 5 $(for i in $(seq 50); do echo "$url/metrics"; done) >/dev/null || fail "warm-up: exit $?"
 	rss0=$(awk '/^VmRSS/ { print $2 }' "/proc/$SP_PID/status")
 	t0=$(date +%s.%N)
-	mx curl -sf --max-time 120 $(for i in $(seq 1000); do echo "$url/metrics"; done) >"$TMP/seq" || fail "1000 scrapes"
+	mx curl -sf --max-time 120 $(for i in $(seq 1000); do echo "$url/metrics"; done) >"$TMP/seq" || fail "1000 scrapes: exit $?"
 	t1=$(date +%s.%N)
 	assert_eq "$(grep -c '^# TYPE stackpilot_running ' "$TMP/seq")" 1000 "answers to 1000 scrapes"
 	mx curl -sf --no-progress-meter --max-time 60 --parallel --parallel-immediate --parallel-max 50 \
-		$(for i in $(seq 50); do echo "$url/metrics"; done) >"$TMP/par" || fail "50 concurrent scrapes"
+		$(for i in $(seq 50); do echo "$url/metrics"; done) >"$TMP/par" || fail "50 concurrent scrapes: exit $?"
 	assert_eq "$(grep -c '^# TYPE stackpilot_running ' "$TMP/par")" 50 "answers to 50 concurrent scrapes"
 	rss1=$(awk '/^VmRSS/ { print $2 }' "/proc/$SP_PID/status")
 	echo "1000 scrapes in $(echo "$t1 - $t0" | bc) s; RSS $rss0 kB before, $rss1 kB after" >&2
@@ -283,12 +283,12 @@ t_metrics_listen() {
 	echo "a silent client dropped after $(cat "$TMP/slow" 2>/dev/null) ms" >&2
 	assert_le "$(cat "$TMP/slow" 2>/dev/null)" 7000 "ms until the server dropped a silent client (timeout 5 s)"
 	sleep 1.1
-	mx curl -sf --max-time 5 "$url/metrics" >"$TMP/m2" || fail "scrape after the load"
+	mx curl -sf --max-time 5 "$url/metrics" >"$TMP/m2" || fail "scrape after the load: exit $?"
 	local late=$(prom_val "$TMP/m2" stackpilot_loop_delay_max_seconds)
 	echo "event loop late by at most $late s since start" >&2
 	awk -v l="$late" 'BEGIN { exit !(l > 0 && l < 0.1) }' ||
 		fail "loop delay under 1000 + 50 scrapes: $late s (the tick is 0.1 s)"
-	sp_stop || fail "stop"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # --metrics-listen keeps answering whatever clients do: a burst of 33
@@ -306,9 +306,9 @@ t_metrics_listen_held_connections() {
 	mx_start "$CG" --metrics-listen "$port"
 	grep -q 'at most 128 connections at once' "$TMP/sp.err" || fail "$(grep metrics "$TMP/sp.err")"
 	mx() { ip netns exec "$NS_A" "$@"; }
-	mx curl -sf --max-time 5 "$url" >/dev/null || fail "first scrape"
+	mx curl -sf --max-time 5 "$url" >/dev/null || fail "first scrape: exit $?"
 	for i in 1 2 3; do
-		mx "$TCPTOOL" hold 127.0.0.1 "$port" 33 0.5 >/dev/null || fail "burst of 33"
+		mx "$TCPTOOL" hold 127.0.0.1 "$port" 33 0.5 >/dev/null || fail "burst of 33: exit $?"
 		mx curl -sf --max-time 1 "$url" >/dev/null || fail "scrape after burst $i of 33 connections"
 	done
 	mx "$TCPTOOL" hold 127.0.0.1 "$port" 200 33 >"$TMP/hold" &
@@ -326,8 +326,8 @@ t_metrics_listen_held_connections() {
 	echo "holders: $(cat "$TMP/hold"); tricklers: $(cat "$TMP/trickle")" >&2
 	assert_ge "$(sed -n 's/.*closed_by_peer=\([0-9]*\).*/\1/p' "$TMP/hold")" 1 "held connections the server closed"
 	assert_ge "$(sed -n 's/.*closed_by_peer=\([0-9]*\).*/\1/p' "$TMP/trickle")" 40 "slowloris connections the server closed"
-	kill -0 "$SP_PID" || fail "the run died"
-	sp_stop || fail "stop"
+	kill -0 "$SP_PID" || fail "the run died: $(sp_said)"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # The real thing: Debian's Prometheus server scrapes --metrics-listen inside

@@ -13,8 +13,8 @@ t_persist_set_survives_restart() {
 	make_cgroup
 	local opts=(--modules tcpstats,rehash --cgroup "sp-test-$ID" --state-dir "$STATE")
 	sp_start "${opts[@]}"
-	sp_ctl set --persist rehash.prob=33 >/dev/null || fail "set --persist"
-	sp_ctl set rehash.mode=1 >/dev/null || fail "set"
+	sp_ctl set --persist rehash.prob=33 >/dev/null || fail "set --persist rehash.prob=33: exit $?"
+	sp_ctl set rehash.mode=1 >/dev/null || fail "set rehash.mode=1: exit $?"
 	assert_eq "$(sp_ctl get rehash.prob)" rehash.prob=33 "running value"
 	local f=$STATE/cgroup-sp-test-$ID.tunables
 	[ -f "$f" ] || fail "no state file $f: $(ls -la "$STATE")"
@@ -23,36 +23,36 @@ t_persist_set_survives_restart() {
 	grep -qx rehash.prob=33 "$f" || fail "state file: $(cat "$f")"
 	grep -q mode "$f" && fail "a set without --persist was saved: $(cat "$f")"
 	assert_eq "$(sp_json .persist)" false "status persist (run without --persist)"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	sp_start "${opts[@]}"
 	assert_eq "$(sp_ctl get rehash.prob)" rehash.prob=33 "after restart"
 	assert_eq "$(sp_ctl get rehash.mode)" rehash.mode=0 "a plain set after restart"
 	grep -q 'rehash.prob=33 (saved for cgroup' "$TMP/sp.err" || fail "no log line: $(cat "$TMP/sp.err")"
 	# kill -9: nothing runs at exit; the file was written by `set` already.
-	sp_ctl set --persist rehash.prob=34 tcpstats.port=5201 >/dev/null || fail "set --persist"
+	sp_ctl set --persist rehash.prob=34 tcpstats.port=5201 >/dev/null || fail "set --persist rehash.prob=34 tcpstats.port=5201: exit $?"
 	sp_stop KILL
 	sp_start "${opts[@]}"
 	assert_eq "$(sp_ctl get rehash.prob tcpstats.port | tr '\n' ' ')" \
 		"rehash.prob=34 tcpstats.port=5201 " "after kill -9 and restart"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	# run --persist: set persists by default, --no-persist opts out.
 	sp_start "${opts[@]}" --persist
 	assert_eq "$(sp_json .persist)" true "status persist"
-	sp_ctl set rehash.mode=1 >/dev/null || fail "set"
-	sp_ctl set --no-persist rehash.prob=50 >/dev/null || fail "set --no-persist"
-	sp_stop || fail "exit"
+	sp_ctl set rehash.mode=1 >/dev/null || fail "set rehash.mode=1: exit $?"
+	sp_ctl set --no-persist rehash.prob=50 >/dev/null || fail "set --no-persist rehash.prob=50: exit $?"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	sp_start "${opts[@]}"
 	assert_eq "$(sp_ctl get rehash.mode rehash.prob | tr '\n' ' ')" \
 		"rehash.mode=1 rehash.prob=34 " "run --persist: set saved, set --no-persist not"
 	# Another cgroup has its own file: nothing of this one applies there. Its
 	# name is the path below the mount, bytes other than [A-Za-z0-9_.@+-] as %XX.
-	sp_stop || fail "exit"
-	mkdir "$CG/c h%" || fail mkdir
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
+	mkdir "$CG/c h%" || fail "mkdir: exit $?"
 	sp_start --modules rehash --cgroup "sp-test-$ID/c h%" --state-dir "$STATE"
 	assert_eq "$(sp_ctl get rehash.prob)" rehash.prob=20 "a child cgroup's run"
-	sp_ctl set --persist rehash.prob=21 >/dev/null || fail "set --persist"
+	sp_ctl set --persist rehash.prob=21 >/dev/null || fail "set --persist rehash.prob=21: exit $?"
 	assert_eq "$(head -2 "$STATE/cgroup-sp-test-$ID%2Fc%20h%25.tunables" | tail -1)" "cgroup sp-test-$ID/c h%" "child's file"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	rmdir "$CG/c h%"
 	# --persist and --no-persist belong to set.
 	"$SP" get --persist --pin-path "$PIN" rehash.prob 2>/dev/null; assert_eq $? 2 "get --persist"
@@ -80,29 +80,29 @@ t_persist_hostile_state_file() {
 	# pmtu is not loaded: its line is kept for a run that loads it, not reported.
 	grep -q "$f:11:" "$TMP/sp.err" && fail "a line for a module not started was reported"
 	assert_eq "$(grep -c "$f:" "$TMP/sp.err")" 8 "one warning per bad line"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	# Writable by others: refused whole.
 	chmod 666 "$f"
 	: >"$TMP/sp.err"
 	sp_start "${opts[@]}"
 	assert_eq "$(sp_ctl get rehash.prob)" rehash.prob=20 "a world-writable file applied"
 	grep -q "$f: not a regular file of uid 0 writable only by it" "$TMP/sp.err" || fail "no refusal: $(cat "$TMP/sp.err")"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	# Another cgroup's file under this name (copied, renamed): refused.
 	printf 'cgroup other\nrehash.prob=45\n' >"$f"; chmod 600 "$f"
 	: >"$TMP/sp.err"
 	sp_start "${opts[@]}"
 	assert_eq "$(sp_ctl get rehash.prob)" rehash.prob=20 "another cgroup's file applied"
 	grep -q "$f:1: expected 'cgroup sp-test-$ID' first" "$TMP/sp.err" || fail "no refusal: $(cat "$TMP/sp.err")"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	# A symlink in place of the file, and junk bytes: refused, never followed, no crash.
 	ln -sf /etc/passwd "$STATE/cgroup-sp-test-$ID.tunables"
 	sp_start "${opts[@]}"
 	assert_eq "$(sp_ctl get rehash.prob)" rehash.prob=20 "through a symlink"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	rm -f "$f"; head -c 100000 /dev/urandom >"$f"; chmod 600 "$f"
 	sp_start "${opts[@]}"
-	sp_stop || fail "exit after random bytes"
+	sp_stop || fail "exit after random bytes: stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # A NUL byte in a line of a state file is named, with its line, and eats
@@ -119,7 +119,7 @@ t_persist_nul_line_named() {
 		"rehash.prob=41 rehash.mode=1 tcpstats.port=5555 " "values around the NUL line"
 	grep -q "$f:3: holds a NUL byte; line ignored" "$TMP/sp.err" || fail "no warning for line 3: $(cat "$TMP/sp.err")"
 	assert_eq "$(grep -c "$f:" "$TMP/sp.err")" 1 "warnings"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # pmtu's saved destinations, crafted: only the valid, unexpired entries of a
@@ -162,7 +162,7 @@ t_persist_pmtu_file_checked() {
 	done
 	grep -q "pmtu: 2 destinations restored from $f (0 routes); 1 expired, 1 of namespaces gone" "$TMP/sp.err" ||
 		fail "summary: $(grep restored "$TMP/sp.err")"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	# Saved at exit: the two entries, in the same format.
 	assert_eq "$(grep -c '^dst ' "$f")" 2 "entries saved at exit: $(cat "$f")"
 	grep -q "^dst 4 10.99.0.1 netns=$cookie nsino=[1-9][0-9]* low=1400 high=1401 state=2 expires=[0-9]* method=2 port=8080" "$f" || fail "saved: $(cat "$f")"
@@ -176,7 +176,7 @@ t_persist_pmtu_file_checked() {
 	sed -i -e "s/^boot .*/boot 00000000-0000-0000-0000-000000000000/" -e "s/ netns=[0-9]* / netns=987654321 /" "$f"
 	sp_start --modules pmtu --cgroup "sp-test-$ID" --state-dir "$STATE" --persist
 	assert_eq "$(sp_json '[.modules.pmtu.destinations[].dst] | sort | join(" ")')" "10.99.0.1 fd99::" "after a reboot, initial namespace"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	grep -q "^dst 4 10.99.0.1 netns=$cookie " "$f" || fail "not re-keyed to this boot's cookie: $(cat "$f")"
 	sed -i -e "s/^boot .*/boot 00000000-0000-0000-0000-000000000000/" -e "s/ nsino=[0-9]*/ nsino=12345/" "$f"
 	sp_start --modules pmtu --cgroup "sp-test-$ID" --state-dir "$STATE" --persist
@@ -189,7 +189,7 @@ t_persist_pmtu_file_checked() {
 pmtu_learn() {
 	set -- $(xfer 10.30.2.2 1000000)
 	echo "learning connection: $*"
-	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "destination not searched"
+	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "destination not searched: state '$(pm_entry 10.30.2.2 state)'"
 }
 # Packets the router could not forward (too big, DF): what fell into the black hole.
 bh_drops() { ip netns exec "$NS_RT" nstat -az IpFragFails | awk '$1 == "IpFragFails" { print $2 }'; }
@@ -215,13 +215,13 @@ t_persist_pmtu_restart() {
 	sp_start "${opts[@]}"
 	pmtu_learn
 	local low=$(pm_entry 10.30.2.2 low_mtu)
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	grep "^dst 4 10.30.2.2 " "$STATE/cgroup-sp-test-$ID.pmtu" || fail "not saved at exit"
 	sp_start "${opts[@]}"
 	assert_eq "$(pm_entry 10.30.2.2 low_mtu)" "$low" "restored low"
 	first_after_restart "$low"
 	# Without --persist nothing is restored: the first connection stalls again.
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1 --state-dir "$STATE"
 	assert_eq "$(sp_json '.modules.pmtu.destinations | length')" 0 "restored without --persist"
 	local d0=$(bh_drops)
@@ -238,14 +238,14 @@ t_persist_pmtu_sigkill_periodic_save() {
 	local opts=(--modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1 --persist --state-dir "$STATE")
 	local f=$STATE/cgroup-sp-test-$ID.pmtu
 	sp_start "${opts[@]}"
-	sp_ctl set pmtu.route=1 >/dev/null || fail "set"	# run --persist: saved
+	sp_ctl set pmtu.route=1 >/dev/null || fail "set pmtu.route=1: exit $?"	# run --persist: saved
 	pmtu_learn
 	local low=$(pm_entry 10.30.2.2 low_mtu)
 	assert_eq "$(pm_entry 10.30.2.2 route_mtu)" "$low" "route MTU"
 	local t0=$SECONDS
 	for _ in $(seq 75); do [ -f "$f" ] && break; sleep 1; done
 	echo "periodic save after $((SECONDS - t0)) s more: $(cat "$f" 2>/dev/null)"
-	grep -q "^dst 4 10.30.2.2 .* route=$low via=10.30.2.2" "$f" || fail "no periodic save"
+	grep -q "^dst 4 10.30.2.2 .* route=$low via=10.30.2.2" "$f" || fail "no periodic save: $(tail -5 "$f")"
 	sp_stop KILL
 	sp_start "${opts[@]}"
 	grep "undid 'route 10.30.2.2'" "$TMP/sp.err" || fail "the killed run's route was not undone"
@@ -253,7 +253,7 @@ t_persist_pmtu_sigkill_periodic_save() {
 		fail "route not restored: $(ip -n "$NS_S" route show proto 0xa5)"
 	assert_eq "$(pm_entry 10.30.2.2 route_mtu)" "$low" "restored route MTU"
 	first_after_restart "$low"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes left after exit"
 }
 
@@ -267,20 +267,20 @@ t_persist_dry_run_fragguard() {
 	assert_eq "$(sp_ctl get fragguard.enforce)" fragguard.enforce=0 "enforce in a dry run (a saved 1 too)"
 	grep -q 'dry run: enforce=0 in fragguard (counting only)' "$TMP/sp.err" || fail "no log line: $(cat "$TMP/sp.err")"
 	assert_eq "$(sp_json .dry_run)" true "status dry_run"
-	peer 1 "$FRAGFLOOD" 10.50.1.1 3000 >/dev/null || fail "flood"
+	peer 1 "$FRAGFLOOD" 10.50.1.1 3000 >/dev/null || fail "flood: exit $?"
 	sleep 0.3
 	local refused=$(sp_json .modules.fragguard.refused_peer_limit) dropped=$(sp_json .modules.fragguard.dropped)
 	echo "dry run: refused $refused, dropped $dropped"
 	assert_ge "$refused" 100 "refusals counted in a dry run"
 	assert_eq "$dropped" 0 "fragments dropped in a dry run"
-	sp_ctl set fragguard.enforce=1 >/dev/null || fail "set"
+	sp_ctl set fragguard.enforce=1 >/dev/null || fail "set fragguard.enforce=1: exit $?"
 	assert_eq "$(sp_json .dry_run)" false "status dry_run after enforce=1"
-	peer 1 "$FRAGFLOOD" 10.50.1.1 3000 >/dev/null || fail "flood"
+	peer 1 "$FRAGFLOOD" 10.50.1.1 3000 >/dev/null || fail "flood: exit $?"
 	sleep 0.3
 	dropped=$(sp_json .modules.fragguard.dropped)
 	echo "enforcing: dropped $dropped"
 	assert_ge "$dropped" 100 "fragments dropped once enforce=1"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	# Without --dry-run: no record says so, the saved enforce=1 holds.
 	sp_start --modules fragguard --iface rp1 --state-dir "$STATE"
 	assert_eq "$(sp_json .dry_run)" false "status dry_run without --dry-run"
@@ -315,7 +315,7 @@ t_persist_hostile_state_dir() {
 	STATE=$state
 	mv "$TMP/up/u/state" "$STATE"
 	sp_start --cgroup "$CG" --modules rehash --persist --state-dir "$STATE"
-	sp_stop || fail "exit with a good state folder"
+	sp_stop || fail "exit with a good state folder: stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # `set --persist` on a full state folder (a small tmpfs): exit 1, one line,
@@ -324,10 +324,10 @@ t_persist_hostile_state_dir() {
 t_persist_set_full_folder() {
 	make_cgroup
 	mkdir -m 700 "$STATE"
-	mount -t tmpfs -o size=64k,mode=0700 "sp-$ID" "$STATE" || fail "mount tmpfs"
+	mount -t tmpfs -o size=64k,mode=0700 "sp-$ID" "$STATE" || fail "mount tmpfs: exit $?"
 	on_exit umount "$STATE"
 	sp_start --cgroup "$CG" --modules tcpstats,rehash --persist --state-dir "$STATE"
-	sp_ctl set rehash.prob=33 >/dev/null || fail "set with room"
+	sp_ctl set rehash.prob=33 >/dev/null || fail "set with room (rehash.prob=33): exit $?"
 	local f=$STATE/cgroup-sp-test-$ID.tunables out rc
 	head -c 1M /dev/zero >"$STATE/fill" 2>/dev/null
 	out=$(sp_ctl set rehash.prob=44 tcpstats.port=5555 2>&1); rc=$?
@@ -338,13 +338,13 @@ t_persist_set_full_folder() {
 	grep -qx rehash.prob=33 "$f" || fail "saved file: $(cat "$f")"
 	assert_eq "$(ls "$STATE" | grep -c '\.tmp\.')" 0 "temporary files left"
 	# --no-persist does not save: it still works on a full folder.
-	sp_ctl set --no-persist rehash.mode=1 >/dev/null || fail "set --no-persist on a full folder"
+	sp_ctl set --no-persist rehash.mode=1 >/dev/null || fail "set --no-persist on a full folder (rehash.mode=1): exit $?"
 	rm "$STATE/fill"
-	sp_ctl set rehash.prob=45 >/dev/null || fail "set with room again"
-	sp_stop || fail "exit"
+	sp_ctl set rehash.prob=45 >/dev/null || fail "set with room again (rehash.prob=45): exit $?"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	sp_start --cgroup "$CG" --modules tcpstats,rehash --state-dir "$STATE"
 	assert_eq "$(sp_ctl get rehash.prob rehash.mode | tr '\n' ' ')" "rehash.prob=45 rehash.mode=0 " "after a restart"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # Two shells running `set --persist` at once, each its own key, 20 times:
@@ -371,8 +371,8 @@ t_persist_concurrent_set() {
 	wait_each "sets in two shells at once" "${BG_PIDS[@]: -2}"
 	grep -qx rehash.prob=20 "$f" && grep -qx tcpstats.port=5020 "$f" || fail "lost update: $(cat "$f")"
 	ls "$STATE" | has '\.tmp\.' && fail "temporary files left: $(ls "$STATE")"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	sp_start --cgroup "$CG" --modules tcpstats,rehash --state-dir "$STATE"
 	assert_eq "$(sp_ctl get rehash.prob tcpstats.port | tr '\n' ' ')" "rehash.prob=20 tcpstats.port=5020 " "after restart"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }

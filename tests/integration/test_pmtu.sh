@@ -14,7 +14,7 @@ t_pmtu_second_connection_learned() {
 	second=$(xfer 10.30.2.2 1000000)
 	echo "first: $first; second: $second; entry $(sp_json '.modules.pmtu.destinations[0] | tostring')"
 	local low=$(pm_entry 10.30.2.2 low_mtu)
-	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "destination not searched"
+	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "destination not searched: state '$(pm_entry 10.30.2.2 state)'"
 	# Within threshold (8) of the real path MTU, never above it.
 	[ "$low" -le 1400 ] && [ "$low" -gt 1392 ] || fail "learned MTU $low, expected 1392 < MTU <= 1400 (the path's)"
 	set -- $second
@@ -34,14 +34,14 @@ t_pmtu_second_connection_learned() {
 t_pmtu_route_option() {
 	pmtu_topo 1400; make_cgroup
 	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
-	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	sp_ctl set pmtu.route=1 >/dev/null || fail "set pmtu.route=1: exit $?"
 	set -- $(xfer 10.30.2.2 1000000)
 	echo "first connection with the route option: $* s; route: $(ip -n "$NS_S" route show proto 0xa5)"
 	awk "BEGIN { exit !($1 < 2) }" || fail "first connection took $1 s with the route option, expected < 2 s"
 	ip -n "$NS_S" route show proto 0xa5 | has '^10.30.2.2 via 10.30.1.2 dev s0 .*mtu 1[34][0-9][0-9]' ||
 		fail "no route MTU installed: $(ip -n "$NS_S" route show proto 0xa5)"
 	assert_eq "$(pm_entry 10.30.2.2 route_mtu)" "$(pm_entry 10.30.2.2 low_mtu)" "route MTU in status"
-	sp_stop || fail "exit"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes left after exit"
 	assert_eq "$(ip netns exec "$NS_S" sysctl -n net.ipv4.tcp_mtu_probing)" 0 "tcp_mtu_probing restored"
 }
@@ -50,7 +50,7 @@ t_pmtu_route_option() {
 t_pmtu_ipv6_minimum() {
 	pmtu_topo 1280; make_cgroup
 	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
-	sp_ctl set pmtu.base_mss=500 >/dev/null || fail set	# would probe at 560 if allowed
+	sp_ctl set pmtu.base_mss=500 >/dev/null || fail "set pmtu.base_mss=500: exit $?"	# would probe at 560 if allowed
 	xfer fd30:2::2 500000 >/dev/null || true
 	local low=$(pm_entry fd30:2:: low_mtu)
 	echo "IPv6 entry: $(sp_json '.modules.pmtu.destinations[0] | tostring')"
@@ -71,7 +71,7 @@ t_pmtu_echo_filtered_syn_probes() {
 	grep -q '10.30.2.2 does not answer ICMP echo; probing it with TCP SYNs to port 5201' "$TMP/sp.err" ||
 		fail "no SYN fallback message: $(cat "$TMP/sp.err")"
 	local low=$(pm_entry 10.30.2.2 low_mtu) low6=$(pm_entry fd30:2:: low_mtu)
-	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "IPv4 destination not searched"
+	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "IPv4 destination not searched: state '$(pm_entry 10.30.2.2 state)'"
 	[ "$low" -le 1400 ] && [ "$low" -gt 1392 ] || fail "IPv4 MTU by SYN probes $low, expected 1392 < MTU <= 1400 (the path's)"
 	[ "$low6" -le 1400 ] && [ "$low6" -gt 1392 ] || fail "IPv6 MTU by SYN probes $low6, expected 1392 < MTU <= 1400 (the path's)"
 	set -- $(xfer 10.30.2.2 1000000)
@@ -109,7 +109,7 @@ t_pmtu_bpftool_clamp() {
 	# enforce search_new searches_per_s max_searches probes_per_s
 	nsenter -t "$SP_PID" -m -n bpftool map update pinned "$PIN/pmtu_cfg" key 0 0 0 0 value \
 		32 0 0 0  64 0 0 0  0 0 0 0  8 0 0 0  200 0 0 0  3 0 0 0  0xf4 1 0 0  \
-		0x58 2 0 0  0 4 0 0  0 0 0 0  1 0 0 0  0 0 0 0  10 0 0 0  4 0 0 0  100 0 0 0 || fail bpftool
+		0x58 2 0 0  0 4 0 0  0 0 0 0  1 0 0 0  0 0 0 0  10 0 0 0  4 0 0 0  100 0 0 0 || fail "bpftool: exit $?"
 	local c0 r
 	c0=$(sp_num .modules.pmtu.connects)
 	r=$(xfer 10.30.3.2 2000) || fail "xfer of 2000 bytes: '$r'"
@@ -117,16 +117,16 @@ t_pmtu_bpftool_clamp() {
 	assert_eq "$#" 3 "fields of the 2000-byte transfer's line (secs mss retrans): '$*'"
 	assert_eq "$(sp_num .modules.pmtu.connects)" $((c0 + 1)) "connections pmtu saw"
 	assert_eq "$(pm_entry 10.30.3.2 low_mtu)" "" "entry after 2000 bytes (learn_kb 0 must act as 4)"
-	xfer 10.30.3.2 6000 >/dev/null || fail xfer
+	xfer 10.30.3.2 6000 >/dev/null || fail "xfer: exit $?"
 	assert_eq "$(pm_entry 10.30.3.2 low_mtu)" 1500 "entry after 6000 bytes (learn_kb 0 must act as 4)"
 	# enforce 7 acts as 1; searches_per_s, max_searches, probes_per_s 0 as 1.
 	nsenter -t "$SP_PID" -m -n bpftool map update pinned "$PIN/pmtu_cfg" key 0 0 0 0 value \
 		32 0 0 0  64 0 0 0  0 0 0 0  8 0 0 0  200 0 0 0  3 0 0 0  0xf4 1 0 0  \
-		0x58 2 0 0  0 4 0 0  0 0 0 0  7 0 0 0  1 0 0 0  0 0 0 0  0 0 0 0  0 0 0 0 || fail bpftool
-	xfer 10.30.3.2 2000 >/dev/null || fail xfer
+		0x58 2 0 0  0 4 0 0  0 0 0 0  7 0 0 0  1 0 0 0  0 0 0 0  0 0 0 0  0 0 0 0 || fail "bpftool: exit $?"
+	xfer 10.30.3.2 2000 >/dev/null || fail "xfer: exit $?"
 	assert_eq "$(sp_json .modules.pmtu.started_with_learned_mss)" 1 "clamped with enforce written as 7"
 	local t0=$(date +%s%N)
-	xfer fd30:3::2 2000 >/dev/null || fail xfer
+	xfer fd30:3::2 2000 >/dev/null || fail "xfer: exit $?"
 	for _ in $(seq 50); do [ "$(pm_entry fd30:3:: state)" = searched ] && break; sleep 0.1; done
 	local ms=$(( ($(date +%s%N) - t0) / 1000000 )) probes=$(pm_entry fd30:3:: probes)
 	echo "search with the rates written as 0: $probes probes, searched within $ms ms; $(grep "fd30:3::2: path MTU" "$TMP/sp.err")"
@@ -137,17 +137,17 @@ t_pmtu_bpftool_clamp() {
 	# probe waited for its token.
 	[ "$probes" = 2 ] || [ "$probes" = 3 ] || fail "probes of a search with the rates written as 0: $probes"
 	assert_ge "$ms" 900 "ms until a 2-probe search at probes_per_s=1 (written as 0) ended"
-	kill -0 "$SP_PID" || fail "stackpilot died"
+	kill -0 "$SP_PID" || fail "stackpilot died: $(sp_said)"
 }
 
 # pmtu.route=1 never shadows a route an admin made: a host route to the
 # destination at metric 100 (ours, metric 0, would win) or a covering /64.
 t_pmtu_route_refrains_for_admin_route() {
 	pmtu_topo 1400; make_cgroup
-	ip -n "$NS_S" route add 10.30.2.2 via 10.30.1.2 metric 100 || fail "admin route"
-	ip -n "$NS_S" -6 route add fd30:2::/64 via fd30:1::2 metric 100 || fail "admin route 6"
+	ip -n "$NS_S" route add 10.30.2.2 via 10.30.1.2 metric 100 || fail "admin route: exit $?"
+	ip -n "$NS_S" -6 route add fd30:2::/64 via fd30:1::2 metric 100 || fail "admin route 6: exit $?"
 	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
-	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	sp_ctl set pmtu.route=1 >/dev/null || fail "set pmtu.route=1: exit $?"
 	xfer 10.30.2.2 1000000 >/dev/null || true
 	xfer fd30:2::2 1000000 >/dev/null || true
 	for _ in $(seq 50); do
@@ -155,8 +155,8 @@ t_pmtu_route_refrains_for_admin_route() {
 		sleep 0.1
 	done
 	echo "$(grep 'not shadowing' "$TMP/sp.err")"
-	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "IPv4 destination not searched"
-	[ "$(pm_entry fd30:2:: state)" = searched ] || fail "IPv6 destination not searched"
+	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "IPv4 destination not searched: state '$(pm_entry 10.30.2.2 state)'"
+	[ "$(pm_entry fd30:2:: state)" = searched ] || fail "IPv6 destination not searched: state '$(pm_entry fd30:2:: state)'"
 	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)$(ip -n "$NS_S" -6 route show proto 0xa5)" "" "our routes next to admin routes"
 	grep -q 'no route MTU to 10.30.2.2: a host route to it exists.*not shadowing it' "$TMP/sp.err" ||
 		fail "no log line for the IPv4 refusal: $(cat "$TMP/sp.err")"
@@ -164,7 +164,7 @@ t_pmtu_route_refrains_for_admin_route() {
 		fail "no log line for the IPv6 refusal: $(cat "$TMP/sp.err")"
 	assert_eq "$(pm_entry 10.30.2.2 route_mtu)" 0 "route MTU in status"
 	ip -n "$NS_S" route show 10.30.2.2 | has 'metric 100' || fail "admin route gone"
-	sp_stop || fail exit
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	ip -n "$NS_S" -6 route show fd30:2::/64 | has 'metric 100' || fail "admin IPv6 route gone"
 }
 
@@ -173,7 +173,7 @@ t_pmtu_route_refrains_for_admin_route() {
 t_pmtu_searches_side_by_side() {
 	pmtu_topo 1400 noprobe4; make_cgroup
 	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
-	sp_ctl set pmtu.max_probes=10 pmtu.probe_timeout_ms=10000 >/dev/null || fail set
+	sp_ctl set pmtu.max_probes=10 pmtu.probe_timeout_ms=10000 >/dev/null || fail "set pmtu.max_probes=10 pmtu.probe_timeout_ms=10000: exit $?"
 	xfer 10.30.2.2 1000000 >/dev/null || true	# its search goes on for minutes
 	grep -q '10.30.2.2: .*searching its path MTU' "$TMP/sp.err" || fail "IPv4 search not started: $(cat "$TMP/sp.err")"
 	xfer fd30:2::2 1000000 >/dev/null || true
@@ -182,11 +182,11 @@ t_pmtu_searches_side_by_side() {
 		sleep 0.1
 	done
 	echo "$(cat "$TMP/sp.err")"
-	[ "$(pm_entry fd30:2:: state)" = searched ] || fail "IPv6 destination not searched while IPv4's search runs"
+	[ "$(pm_entry fd30:2:: state)" = searched ] || fail "IPv6 destination not searched while IPv4's search runs: state '$(pm_entry fd30:2:: state)'"
 	local low6=$(pm_entry fd30:2:: low_mtu)
 	[ "$low6" -le 1400 ] && [ "$low6" -gt 1392 ] || fail "IPv6 MTU $low6, expected 1392 < MTU <= 1400 (the path's)"
 	grep -q '10.30.2.2: path MTU\|10.30.2.2 answers neither' "$TMP/sp.err" && fail "the IPv4 search ended early"
-	sp_stop || fail exit
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # --mtu-probing is pmtu's own run option: checked by pmtu, refused without it.
@@ -244,13 +244,13 @@ t_pmtu_learns_before_stall() {
 	awk "BEGIN { exit !($1 < 1) }" || fail "second connection took $1 s"
 	assert_eq "$2" $((low - 52)) "second connection's MSS"
 	# 20 connections to the known destination: not one ask, not one probe.
-	in_cgroup ip netns exec "$NS_S" "$TCPTOOL" client 10.30.2.2 5201 1000 20 >/dev/null || fail "20 connections"
+	in_cgroup ip netns exec "$NS_S" "$TCPTOOL" client 10.30.2.2 5201 1000 20 >/dev/null || fail "20 connections: exit $?"
 	sleep 0.3
 	assert_eq "$(pm_entry 10.30.2.2 probes)" "$probes" "probes after 20 connections to a known destination"
 	assert_eq "$(sp_json .modules.pmtu.searches_asked)" 1 "searches asked after 20 connections"
 	assert_eq "$(grep -c '10.30.2.2: .*searching its path MTU' "$TMP/sp.err")" 1 "searches of 10.30.2.2"
 	# A healthy path is done in two probes: the base size and the route's MTU.
-	xfer 10.30.3.2 1000 >/dev/null || fail xfer
+	xfer 10.30.3.2 1000 >/dev/null || fail "xfer: exit $?"
 	pm_wait_state 10.30.3.2 searched || fail "healthy destination not searched"
 	assert_eq "$(pm_entry 10.30.3.2 low_mtu)" 1500 "healthy destination's MTU"
 	assert_eq "$(pm_entry 10.30.3.2 probes)" 2 "probes for a healthy destination"
@@ -271,7 +271,7 @@ server_download() {
 	# Without stackpilot the download stalls for good (tcp_mtu_probing=0).
 	fetch 2 >/dev/null && fail "the download completed without stackpilot: no black hole?"
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
-	sp_ctl set pmtu.route=1 pmtu.search_new="$1" >/dev/null || fail set
+	sp_ctl set pmtu.route=1 pmtu.search_new="$1" >/dev/null || fail "set pmtu.route=1 pmtu.search_new=$1: exit $?"
 	local f1 f2
 	f1=$(fetch 12) || fail "fetch 1 did not complete: $(cat "$TMP/sp.err")"
 	f2=$(fetch 12) || fail "fetch 2 did not complete"
@@ -304,8 +304,8 @@ t_pmtu_server_rto_suspect() {
 t_pmtu_enforce_off() {
 	pmtu_topo 1400; make_cgroup
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
-	sp_ctl set pmtu.enforce=0 pmtu.route=1 >/dev/null || fail set
-	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	sp_ctl set pmtu.enforce=0 pmtu.route=1 >/dev/null || fail "set pmtu.enforce=0 pmtu.route=1: exit $?"
+	xfer 10.30.2.2 1000 >/dev/null || fail "xfer: exit $?"
 	pm_wait_state 10.30.2.2 searched || fail "not searched with enforce=0"
 	local low=$(pm_entry 10.30.2.2 low_mtu)
 	set -- $(xfer 10.30.2.2 1000)
@@ -314,7 +314,7 @@ t_pmtu_enforce_off() {
 	assert_eq "$(sp_json .modules.pmtu.started_with_learned_mss)" 0 "clamped with enforce=0"
 	assert_eq "$(pm_entry 10.30.2.2 route_mtu)" 0 "route MTU in status with enforce=0"
 	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes with enforce=0"
-	sp_ctl set pmtu.enforce=1 >/dev/null || fail set
+	sp_ctl set pmtu.enforce=1 >/dev/null || fail "set pmtu.enforce=1: exit $?"
 	set -- $(xfer 10.30.2.2 1000)
 	assert_eq "$2" $((low - 52)) "MSS once enforce=1"
 }
@@ -324,12 +324,12 @@ t_pmtu_enforce_off() {
 t_pmtu_research_remembers_method() {
 	pmtu_topo 1400 noecho; make_cgroup
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
-	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	xfer 10.30.2.2 1000 >/dev/null || fail "xfer: exit $?"
 	pm_wait_state 10.30.2.2 searched || fail "not searched: $(cat "$TMP/sp.err")"
 	assert_eq "$(pm_entry 10.30.2.2 method)" syn "method"
 	assert_eq "$(pm_entry 10.30.2.2 port)" 5201 "port"
 	local p1=$(pm_entry 10.30.2.2 probes)
-	sp_ctl set pmtu.interval_s=2 >/dev/null || fail set
+	sp_ctl set pmtu.interval_s=2 >/dev/null || fail "set pmtu.interval_s=2: exit $?"
 	pm_wait_searches 10.30.2.2 2
 	echo "$(grep 10.30.2.2 "$TMP/sp.err")"
 	grep -q '10.30.2.2: entry expired (port 5201); searching its path MTU with TCP SYNs, which answered its last search' \
@@ -350,9 +350,9 @@ t_pmtu_rate_limits() {
 	ip netns exec "$NS_RT" nft add rule inet bh pre icmp type echo-request counter
 	echoes() { ip netns exec "$NS_RT" nft list chain inet bh pre | sed -n 's/.*echo-request counter packets \([0-9]*\).*/\1/p'; }
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
-	sp_ctl set pmtu.probes_per_s=5 pmtu.max_searches=1 >/dev/null || fail set
-	xfer 10.30.2.2 1000 >/dev/null || fail xfer
-	xfer 10.30.3.2 1000 >/dev/null || fail xfer
+	sp_ctl set pmtu.probes_per_s=5 pmtu.max_searches=1 >/dev/null || fail "set pmtu.probes_per_s=5 pmtu.max_searches=1: exit $?"
+	xfer 10.30.2.2 1000 >/dev/null || fail "xfer: exit $?"
+	xfer 10.30.3.2 1000 >/dev/null || fail "xfer: exit $?"
 	sleep 1
 	local n1=$(echoes)
 	pm_wait_state 10.30.3.2 searched || fail "second destination not searched: $(cat "$TMP/sp.err")"
@@ -423,7 +423,7 @@ t_pmtu_server_v4_mapped() {
 	in_cgroup ip netns exec "$NS_S" "$TCPTOOL" server 5202 >/dev/null &
 	BG_PIDS+=($!); disown
 	sleep 0.3
-	ip netns exec "$NS_D" "$TCPTOOL" client 10.30.1.1 5202 1000 >/dev/null || fail "client in D"
+	ip netns exec "$NS_D" "$TCPTOOL" client 10.30.1.1 5202 1000 >/dev/null || fail "client in D: exit $?"
 	pm_wait_state 10.30.2.2 searched || fail "no IPv4 entry for the mapped client: $(sp_json '.modules.pmtu | tostring')"
 	echo "$(sp_json '.modules.pmtu.destinations | tostring')"
 	assert_eq "$(sp_json '.modules.pmtu.destinations | length')" 1 "entries"
@@ -439,10 +439,10 @@ t_pmtu_other_netns() {
 	mk_netns "sp-$ID-o"
 	SP_NS=sp-$ID-o sp_start --modules pmtu --cgroup "sp-test-$ID"
 	SP_NS=sp-$ID-o
-	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	xfer 10.30.2.2 1000 >/dev/null || fail "xfer: exit $?"
 	pm_wait_state 10.30.2.2 no_probe || fail "state: $(sp_json '.modules.pmtu | tostring')"
-	xfer 10.30.2.2 1000 >/dev/null || fail xfer
-	xfer 10.30.3.2 1000 >/dev/null || fail xfer
+	xfer 10.30.2.2 1000 >/dev/null || fail "xfer: exit $?"
+	xfer 10.30.3.2 1000 >/dev/null || fail "xfer: exit $?"
 	sleep 0.3
 	echo "$(cat "$TMP/sp.err")"
 	assert_eq "$(sp_json .modules.pmtu.searches_asked)" 2 "searches asked (one per destination)"
@@ -455,10 +455,10 @@ t_pmtu_other_netns() {
 t_pmtu_expired_entry_still_clamps() {
 	pmtu_topo 1400; make_cgroup
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
-	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	xfer 10.30.2.2 1000 >/dev/null || fail "xfer: exit $?"
 	pm_wait_state 10.30.2.2 searched || fail "not searched"
 	local low=$(pm_entry 10.30.2.2 low_mtu)
-	sp_ctl set pmtu.probes_per_s=1 pmtu.interval_s=1 >/dev/null || fail set
+	sp_ctl set pmtu.probes_per_s=1 pmtu.interval_s=1 >/dev/null || fail "set pmtu.probes_per_s=1 pmtu.interval_s=1: exit $?"
 	for _ in $(seq 50); do grep -q '10.30.2.2: entry expired' "$TMP/sp.err" && break; sleep 0.1; done
 	grep -q '10.30.2.2: entry expired' "$TMP/sp.err" || fail "no search at expiry: $(cat "$TMP/sp.err")"
 	sleep 1.2	# expired for over a second, its search in flight
@@ -474,8 +474,8 @@ t_pmtu_expired_entry_still_clamps() {
 pm_searched_with_route() {
 	pmtu_topo 1400; make_cgroup
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
-	sp_ctl set pmtu.route=1 >/dev/null || fail set
-	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	sp_ctl set pmtu.route=1 >/dev/null || fail "set pmtu.route=1: exit $?"
+	xfer 10.30.2.2 1000 >/dev/null || fail "xfer: exit $?"
 	pm_wait_state 10.30.2.2 searched || fail "not searched: $(cat "$TMP/sp.err")"
 }
 
@@ -487,7 +487,7 @@ t_pmtu_path_grows_under_our_route() {
 	pm_searched_with_route
 	[ "$(pm_entry 10.30.2.2 route_mtu)" -le 1400 ] || fail "route MTU '$(pm_entry 10.30.2.2 route_mtu)', expected <= 1400: $(sp_json '.modules.pmtu.destinations | tostring')"
 	ip -n "$NS_RT" link set rd mtu 1500	# the overlay is fixed: the path grows
-	sp_ctl set pmtu.interval_s=1 >/dev/null || fail set
+	sp_ctl set pmtu.interval_s=1 >/dev/null || fail "set pmtu.interval_s=1: exit $?"
 	pm_wait_searches 10.30.2.2 2
 	echo "$(grep 10.30.2.2 "$TMP/sp.err"); $(sp_json '.modules.pmtu.destinations | tostring')"
 	assert_ge "$(grep -c '10.30.2.2: path MTU' "$TMP/sp.err")" 2 "searches at expiry ('10.30.2.2: path MTU' lines)"
@@ -510,7 +510,7 @@ t_pmtu_peer_mss_not_learned() {
 	BG_PIDS+=($!); disown
 	for _ in $(seq 50); do ip netns exec "$NS_D2" ss -ltnH | has ':5203 ' && break; sleep 0.1; done
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
-	sp_ctl set pmtu.search_new=0 >/dev/null || fail set	# learning from connections only
+	sp_ctl set pmtu.search_new=0 >/dev/null || fail "set pmtu.search_new=0: exit $?"	# learning from connections only
 	set -- $(in_cgroup ip netns exec "$NS_S" "$TCPTOOL" client 10.30.3.2 5203 300000 |
 		sed -n 's/^conn secs=\([0-9.]*\) mss=\([0-9]*\).*done=1$/\1 \2/p')
 	assert_eq "${2:-}" 524 "MSS toward the server advertising 536 (536 - 12)"
@@ -529,9 +529,9 @@ t_pmtu_peer_mss_not_learned() {
 # our own route capped that search: every other interval without a rescue).
 t_pmtu_route_survives_research() {
 	pm_searched_with_route
-	sp_ctl set pmtu.interval_s=1 >/dev/null || fail set
+	sp_ctl set pmtu.interval_s=1 >/dev/null || fail "set pmtu.interval_s=1: exit $?"
 	pm_wait_searches 10.30.2.2 3 || fail "no two searches at expiry: $(cat "$TMP/sp.err")"
-	sp_ctl set pmtu.interval_s=600 >/dev/null || fail set
+	sp_ctl set pmtu.interval_s=600 >/dev/null || fail "set pmtu.interval_s=600: exit $?"
 	echo "$(grep 10.30.2.2 "$TMP/sp.err")"
 	grep '10.30.2.2: path MTU' "$TMP/sp.err" | has "as the route's" && fail "a search at expiry took our route's MTU for the path's"
 	ip -n "$NS_S" route show proto 0xa5 | has '^10.30.2.2 .*mtu 1[34][0-9][0-9]' ||
@@ -549,10 +549,10 @@ t_pmtu_route_goes_with_evicted_entry() {
 	local key
 	key=$(nsenter -t "$SP_PID" -m -n bpftool -j map dump pinned "$PIN/pmtu_dsts" | jq -r '.[0].key | join(" ")')
 	[ -n "$key" ] || fail "no key in the map"
-	nsenter -t "$SP_PID" -m -n bpftool map delete pinned "$PIN/pmtu_dsts" key $key || fail "bpftool delete"
+	nsenter -t "$SP_PID" -m -n bpftool map delete pinned "$PIN/pmtu_dsts" key $key || fail "bpftool delete: exit $?"
 	for _ in $(seq 30); do [ -z "$(ip -n "$NS_S" route show proto 0xa5)" ] && break; sleep 0.1; done
 	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "our route after its entry was evicted"
-	grep -q 'route to 10.30.2.2 removed' "$TMP/sp.err" || fail "no log line"
+	grep -q 'route to 10.30.2.2 removed' "$TMP/sp.err" || fail "no log line: $(tail -5 "$TMP/sp.err")"
 }
 
 # pm_flood FORMAT FIRST LAST SERVER: a server in the cgroup (port 5202) and
@@ -567,7 +567,7 @@ pm_flood() {
 		'    s.bind((f % i, 0)); s.settimeout(2)' \
 		'    s.connect((srv, 5202)); s.send(b"x"); s.close()' \
 		"    time.sleep(${PM_FLOOD_GAP:-0})" >"$TMP/flood.py"
-	ip netns exec "$NS_D2" python3 "$TMP/flood.py" "$@" || fail "flood clients"
+	ip netns exec "$NS_D2" python3 "$TMP/flood.py" "$@" || fail "flood clients: exit $?"
 }
 
 # A server in the cgroup, 70 clients from 70 addresses that answer no probe
@@ -584,7 +584,7 @@ t_pmtu_stall_searched_during_flood() {
 	# searches_per_s at its maximum, 1000, and clients 2 ms apart: the asks'
 	# bucket (burst 64, 1 ms an ask) is never empty. Unpaced, the 70 clients
 	# came in 2-6 ms, 1-4 asks were limited and CI once saw 66 asked.
-	sp_ctl set pmtu.route=1 pmtu.searches_per_s=1000 >/dev/null || fail set
+	sp_ctl set pmtu.route=1 pmtu.searches_per_s=1000 >/dev/null || fail "set pmtu.route=1 pmtu.searches_per_s=1000: exit $?"
 	PM_FLOOD_GAP=0.002 pm_flood 10.30.3.%d 100 169 10.30.1.1
 	# 3 searching, 64 waiting: the queue is full.
 	for _ in $(seq 30); do [ "$(sp_json .modules.pmtu.searches_asked)" -ge 67 ] 2>/dev/null && break; sleep 0.1; done
@@ -594,7 +594,7 @@ t_pmtu_stall_searched_during_flood() {
 	echo "stalled connection during the flood: ${*:-did not complete}; $(grep '10.30.2.2\|waiting' "$TMP/sp.err")"
 	[ -n "${1:-}" ] || fail "the stalled connection was not rescued during the flood"
 	awk "BEGIN { exit !($1 < 3) }" || fail "the stalled connection took $1 s, expected < 3 s"
-	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "black hole not searched"
+	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "black hole not searched: state '$(pm_entry 10.30.2.2 state)'"
 }
 
 # A server in the cgroup accepts 5000 clients from 5000 IPv6 prefixes (an
@@ -606,12 +606,12 @@ t_pmtu_stall_searched_during_flood() {
 # the cgroup's destinations least used, and they stall again).
 t_pmtu_ask_flood_keeps_entries() {
 	pmtu_topo 1400; make_cgroup
-	ip -n "$NS_RT" -6 route add fd31::/32 via fd30:3::2 || fail "flood route"
+	ip -n "$NS_RT" -6 route add fd31::/32 via fd30:3::2 || fail "flood route: exit $?"
 	for i in $(seq 5000); do printf 'addr add fd31:0:%x::1/128 dev lo nodad\n' "$i"; done |
 		ip -n "$NS_D2" -batch - || fail "flood addresses"
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
-	sp_ctl set pmtu.prefix6=128 >/dev/null || fail set
-	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	sp_ctl set pmtu.prefix6=128 >/dev/null || fail "set pmtu.prefix6=128: exit $?"
+	xfer 10.30.2.2 1000 >/dev/null || fail "xfer: exit $?"
 	pm_wait_state 10.30.2.2 searched || fail "not searched: $(cat "$TMP/sp.err")"
 	local low=$(pm_entry 10.30.2.2 low_mtu) t0 secs n max
 	t0=$(date +%s.%N)
@@ -636,15 +636,15 @@ t_pmtu_ask_flood_keeps_entries() {
 t_pmtu_path_lost_during_search() {
 	pmtu_topo 1400; make_cgroup
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
-	sp_ctl set pmtu.probes_per_s=2 >/dev/null || fail set
-	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	sp_ctl set pmtu.probes_per_s=2 >/dev/null || fail "set pmtu.probes_per_s=2: exit $?"
+	xfer 10.30.2.2 1000 >/dev/null || fail "xfer: exit $?"
 	for _ in $(seq 50); do grep -q '10.30.2.2: new destination' "$TMP/sp.err" && break; sleep 0.05; done
 	sleep 0.3
 	ip -n "$NS_RT" link set rd down
 	for _ in $(seq 200); do grep -q '10.30.2.2: path MTU\|10.30.2.2 stopped answering' "$TMP/sp.err" && break; sleep 0.1; done
 	ip -n "$NS_RT" link set rd up
 	echo "$(grep 10.30.2.2 "$TMP/sp.err"); $(sp_json '.modules.pmtu.destinations | tostring')"
-	grep -q '10.30.2.2 stopped answering 1064-byte probes during its search' "$TMP/sp.err" || fail "no log line"
+	grep -q '10.30.2.2 stopped answering 1064-byte probes during its search' "$TMP/sp.err" || fail "no log line: $(tail -5 "$TMP/sp.err")"
 	grep -q '10.30.2.2: path MTU' "$TMP/sp.err" && fail "a path MTU learned from a search whose path went away"
 	[ "$(pm_entry 10.30.2.2 state)" != searched ] || fail "state searched"
 	return 0
@@ -654,15 +654,15 @@ t_pmtu_path_lost_during_search() {
 # stays (nothing ran at exit); the next start removes it before attaching.
 t_pmtu_killed_during_search() {
 	pm_searched_with_route
-	sp_ctl set pmtu.probes_per_s=1 pmtu.interval_s=1 >/dev/null || fail set
+	sp_ctl set pmtu.probes_per_s=1 pmtu.interval_s=1 >/dev/null || fail "set pmtu.probes_per_s=1 pmtu.interval_s=1: exit $?"
 	for _ in $(seq 50); do grep -q '10.30.2.2: entry expired' "$TMP/sp.err" && break; sleep 0.1; done
-	grep -q '10.30.2.2: entry expired' "$TMP/sp.err" || fail "no search at expiry"
+	grep -q '10.30.2.2: entry expired' "$TMP/sp.err" || fail "no search at expiry: $(tail -5 "$TMP/sp.err")"
 	sp_stop KILL
 	ip -n "$NS_S" route show proto 0xa5 | has '^10.30.2.2 ' || fail "route gone with kill -9: not tested"
 	sp_start --modules pmtu --cgroup "sp-test-$ID"
 	echo "$(cat "$TMP/sp.err")"
 	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes of the killed run after the next start"
-	sp_stop || fail exit
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # Echo replies forged with our probes' id and sequence number (read off
@@ -695,7 +695,7 @@ t_pmtu_forged_echo_replies() {
 	ip netns exec "$NS_RT" python3 "$TMP/forge.py" 10.30.2.2 10.30.3.2 10.30.1.1 "$TMP/forged" &
 	BG_PIDS+=($!); disown
 	sleep 0.3
-	xfer 10.30.2.2 1000 >/dev/null || fail xfer
+	xfer 10.30.2.2 1000 >/dev/null || fail "xfer: exit $?"
 	pm_wait_state 10.30.2.2 searched || fail "not searched: $(cat "$TMP/sp.err")"
 	echo "$(grep 10.30.2.2 "$TMP/sp.err"); $(sp_json '.modules.pmtu.destinations | tostring')"
 	echo "probes answered by forgeries, by size: $(sort -n "$TMP/forged" | uniq -c | tr -s ' \n' ' ')"
@@ -731,7 +731,7 @@ t_pmtu_own_address_not_probed() {
 	ip netns exec "$NS_S" "$TCPTOOL" server 5203 >/dev/null &
 	BG_PIDS+=($!); disown
 	sleep 0.3
-	in_cgroup ip netns exec "$NS_S" "$TCPTOOL" client 10.30.1.1 5203 1000 >/dev/null || fail "connection to ourselves"
+	in_cgroup ip netns exec "$NS_S" "$TCPTOOL" client 10.30.1.1 5203 1000 >/dev/null || fail "connection to ourselves: exit $?"
 	pm_wait_state 10.30.1.1 searched || fail "not recorded: $(sp_json '.modules.pmtu | tostring')"
 	echo "$(sp_json '.modules.pmtu.destinations | tostring')"
 	assert_eq "$(pm_entry 10.30.1.1 probes)" 0 "probes to our own address"

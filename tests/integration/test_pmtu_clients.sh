@@ -49,7 +49,7 @@ t_pmtu_clients_download_server_only_route() {
 	pmtu_topo 1400; make_cgroup
 	http_serve "$NS_S" cgroup
 	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
-	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	sp_ctl set pmtu.route=1 >/dev/null || fail "set pmtu.route=1: exit $?"
 	fetches "$NS_D" "$SRC4" GET
 	echo "routes: $(ip -n "$NS_S" route show proto 0xa5)"
 	[ "${FETCH1#* }" = 1 ] || fail "fetch 1 did not complete: $FETCH1"
@@ -75,7 +75,7 @@ t_pmtu_clients_probes_per_destination() {
 		sleep 2
 	done
 	echo "entry: $(sp_json '.modules.pmtu.destinations | tostring'); probe packets $first; $(grep 'pmtu:' "$TMP/sp.err")"
-	[ "$(pm_entry "$DST4" state)" = searched ] || fail "destination not searched"
+	[ "$(pm_entry "$DST4" state)" = searched ] || fail "destination not searched: state '$(pm_entry "$DST4" state)'"
 	[ "$first" -ge 1 ] && [ "$first" -le 20 ] ||
 		fail "$first probe packets for a new destination, expected 1 to 20 (searches: $(grep -c 'searching its path MTU' "$TMP/sp.err"))"
 	http_fetch "$NS_S" "$DST4" PUT cgroup >/dev/null

@@ -83,13 +83,13 @@ t_pmtu_overlay_echo_filtered_syn_probes() {
 t_pmtu_overlay_route_option() {
 	pmtu_topo 1400; make_cgroup
 	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
-	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	sp_ctl set pmtu.route=1 >/dev/null || fail "set pmtu.route=1: exit $?"
 	set -- $(xfer "$DST4" 1000000)
 	echo "first connection: $* ; routes: $(ip -n "$NS_S" route show proto 0xa5)"
 	[ -n "${1:-}" ] && awk "BEGIN { exit !($1 < 2) }" || fail "first connection took '${1:-never}' s with the route option, expected < 2 s"
 	ip -n "$NS_S" route show proto 0xa5 | has "^$DST4 dev vx0 .*mtu 13[45][0-9]" ||
 		fail "no inner route MTU: $(ip -n "$NS_S" route show proto 0xa5)"
-	sp_stop || fail exit
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes left after exit"
 }
 

@@ -11,7 +11,7 @@ rh_setup() {
 	[ ! -e /proc/sys/net/core/txrehash ] || ip netns exec "$NS_S" sysctl -qw net.core.txrehash=0
 	printf 'table ip6 sp {\n set labels { typeof tcp sport . ip6 flowlabel; size 4096; }\n chain c_fwd {\n type filter hook forward priority 0;\n ip6 nexthdr tcp tcp dport 5201 add @labels { tcp sport . ip6 flowlabel }\n }\n}\n' |
 		ip netns exec "$NS_R1" nft -f - || fail "nft labels"
-	ip netns exec "$NS_D" iperf3 -s -D -p 5201 >/dev/null || fail iperf3
+	ip netns exec "$NS_D" iperf3 -s -D -p 5201 >/dev/null || fail "iperf3: exit $?"
 	make_cgroup
 	sp_start --cgroup "$CG" --modules "${RH_MODULES:-rehash}" "$@"
 }
@@ -40,7 +40,7 @@ flow() {
 
 t_rehash_moves_flow() {
 	rh_setup
-	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail "set rehash.prob=100 rehash.mode=1: exit $?"
 	flow 4
 	local now=$(rh rehash_now) done=$(rh rehash_deferred_done) deferred=$(rh rehash_deferred)
 	local forced=$(rh rehash_deferred_forced) l=$(labels) p0=$(path_tx 0) p1=$(path_tx 1)
@@ -68,7 +68,7 @@ t_rehash_moves_flow() {
 
 t_rehash_outside_cgroup_untouched() {
 	rh_setup
-	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail "set rehash.prob=100 rehash.mode=1: exit $?"
 	flow 3 outside
 	assert_eq "$(labels_max)" 1 "flow labels of a flow from outside the cgroup"
 	assert_ge "$(labels | jq length)" 2 "flows seen (iperf3 control and data)"
@@ -79,12 +79,12 @@ t_rehash_outside_cgroup_untouched() {
 # prob written as 250 by bpftool behaves as 100; 0 never rehashes.
 t_rehash_prob_clamped() {
 	rh_setup
-	"$SP" set --pin-path "$PIN" rehash.mode=1 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.mode=1 >/dev/null || fail "set rehash.mode=1: exit $?"
 	# prob=0 first (struct order: prob, mode, rounds, delay_pct, pause_ms, defer_rtts,
 	# revert_pct, probe_rtts, policy, reuse, enforce).
 	bpftool map update pinned "$PIN/rehash_cfg" key 0 0 0 0 value \
 		0 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0  0 0 0 0  16 0 0 0 \
-		0 0 0 0  0 0 0 0  1 0 0 0 || fail bpftool
+		0 0 0 0  0 0 0 0  1 0 0 0 || fail "bpftool: exit $?"
 	flow 2
 	local ep=$(rh episodes)
 	assert_ge "$ep" 1 "episodes with prob=0"
@@ -92,7 +92,7 @@ t_rehash_prob_clamped() {
 	assert_eq "$(( $(rh rehash_now) + $(rh rehash_deferred) ))" 0 "rehashes with prob=0"
 	bpftool map update pinned "$PIN/rehash_cfg" key 0 0 0 0 value \
 		250 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0  0 0 0 0  16 0 0 0 \
-		0 0 0 0  0 0 0 0  1 0 0 0 || fail bpftool
+		0 0 0 0  0 0 0 0  1 0 0 0 || fail "bpftool: exit $?"
 	assert_eq "$("$SP" get --pin-path "$PIN" rehash.prob)" "rehash.prob=250" "raw map value"
 	flow 2
 	assert_ge "$(rh episodes)" $((ep + 1)) "episodes with prob=250"
@@ -145,7 +145,7 @@ t_rehash_mode_after_rto() {
 	rh_setup
 	ip netns exec "$NS_R1" nft add chain ip6 sp c_drop '{ type filter hook forward priority -1; }'
 	for mode in 0 1; do
-		"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=$mode >/dev/null || fail set
+		"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=$mode >/dev/null || fail "set rehash.prob=100 rehash.mode=$mode: exit $?"
 		sup=$(rh suppressed_mode)
 		rh_rto_flow 6 1 100
 		ip netns exec "$NS_R1" nft flush chain ip6 sp c_drop
@@ -164,23 +164,23 @@ t_rehash_mode_after_rto() {
 
 t_rehash_ipv4_counts() {
 	rh_setup
-	"$SP" set --pin-path "$PIN" rehash.prob=100 >/dev/null || fail set
-	in_cgroup ip netns exec "$NS_S" iperf3 -4 -c 10.2.0.2 -p 5201 -t 2 >/dev/null || fail "iperf3 v4"
+	"$SP" set --pin-path "$PIN" rehash.prob=100 >/dev/null || fail "set rehash.prob=100: exit $?"
+	in_cgroup ip netns exec "$NS_S" iperf3 -4 -c 10.2.0.2 -p 5201 -t 2 >/dev/null || fail "iperf3 v4: exit $?"
 	assert_ge "$(rh retrans_seen)" 1 "IPv4 retransmissions seen"
 	assert_ge "$(( $(rh rehash_now) + $(rh rehash_deferred) ))" 1 "IPv4 rehash decisions"
-	kill -0 "$SP_PID" || fail "stackpilot died"
-	sp_json '.modules.rehash.connections[0].src' | has '^10\.1\.0\.1$' || fail "IPv4 connection not shown"
+	kill -0 "$SP_PID" || fail "stackpilot died: $(sp_said)"
+	sp_json '.modules.rehash.connections[0].src' | has '^10\.1\.0\.1$' || fail "IPv4 connection not shown: $(sp_json '.modules.rehash.connections[0].src')"
 }
 
 # The rounds trigger alone (prob=0): a standing queue on the path rehashes.
 t_rehash_rounds_trigger() {
 	rh_setup
-	"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=1 rehash.rounds=4 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=1 rehash.rounds=4 >/dev/null || fail "set rehash.prob=0 rehash.mode=1 rehash.rounds=4: exit $?"
 	flow 3
 	assert_ge "$(rh rounds_trigger)" 1 "rehashes by the rounds trigger"
 	assert_ge "$(labels_max)" 2 "flow labels of one flow with the rounds trigger"
 	# After an RTO the trigger pauses: make one and hold the pause for long.
-	"$SP" set --pin-path "$PIN" rehash.pause_ms=600000 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.pause_ms=600000 >/dev/null || fail "set rehash.pause_ms=600000: exit $?"
 	ip netns exec "$NS_R1" nft add chain ip6 sp c_drop '{ type filter hook forward priority -1; }'
 	local p0=$(rh suppressed_pause) n
 	rh_rto_flow 4 0.5
@@ -194,7 +194,7 @@ t_rehash_rounds_trigger() {
 # defer_rtts=0 is the patch's rule: a deferred rehash waits until it is safe.
 t_rehash_strict_defer() {
 	rh_setup
-	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 rehash.defer_rtts=0 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 rehash.defer_rtts=0 >/dev/null || fail "set rehash.prob=100 rehash.mode=1 rehash.defer_rtts=0: exit $?"
 	flow 2
 	assert_ge "$(rh rehash_deferred)" 1 "deferred decisions for a bulk flow"
 	assert_eq "$(rh rehash_deferred_forced)" 0 "rehashes forced with defer_rtts=0"
@@ -205,7 +205,7 @@ t_rehash_strict_defer() {
 # rehashes, with RTT callbacks only while a decision is pending.
 t_rehash_clean_flow_no_rtt_cb() {
 	rh_setup
-	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail "set rehash.prob=100 rehash.mode=1: exit $?"
 	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 3 --fq-rate 40M >/dev/null ||
 		fail iperf3
 	# A clean flow's bytes are counted at its close, which can come a moment
@@ -238,7 +238,7 @@ t_rehash_clean_flow_no_rtt_cb() {
 # rehash must never switch it on (already on) nor off (not its bit).
 t_rehash_rtt_cb_shared_with_pmtu() {
 	RH_MODULES=rehash,pmtu rh_setup
-	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail "set rehash.prob=100 rehash.mode=1: exit $?"
 	flow 3
 	local n=$(rh_applied)
 	echo "rehashes $n, rtt callbacks $(rh rtt_callbacks), switched on $(rh rtt_cb_switched_on)"
@@ -254,11 +254,11 @@ t_rehash_rtt_cb_shared_with_pmtu() {
 # one path each (both paths full), every time.
 t_rehash_testbed_oracle() {
 	rh_setup
-	"$SP" set --pin-path "$PIN" rehash.prob=0 >/dev/null || fail set
-	ip netns exec "$NS_D" iperf3 -s -D -p 5202 >/dev/null || fail iperf3
+	"$SP" set --pin-path "$PIN" rehash.prob=0 >/dev/null || fail "set rehash.prob=0: exit $?"
+	ip netns exec "$NS_D" iperf3 -s -D -p 5202 >/dev/null || fail "iperf3: exit $?"
 	ecmp_cross_pin 5202
 	local a0=$(path_tx 0) a1=$(path_tx 1) b0 b1 r
-	ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5202 -t 2 -P 2 >/dev/null || fail "iperf3 cross"
+	ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5202 -t 2 -P 2 >/dev/null || fail "iperf3 cross: exit $?"
 	b0=$(path_tx 0) b1=$(path_tx 1)
 	echo "pinned to path 0: p0 +$((b0 - a0)) p1 +$((b1 - a1))"
 	assert_ge $((b0 - a0)) 15000000 "bytes of pinned flows on path 0"
@@ -292,13 +292,13 @@ t_rehash_vxlan_outer_port() {
 	rh_setup
 	ecmp_vxlan
 	ecmp_vxlan_record
-	"$SP" set --pin-path "$PIN" rehash.prob=0 >/dev/null || fail set
-	in_cgroup ip netns exec "$NS_S" iperf3 -4 -c 10.99.0.2 -p 5201 -t 2 >/dev/null || fail "iperf3 overlay"
+	"$SP" set --pin-path "$PIN" rehash.prob=0 >/dev/null || fail "set rehash.prob=0: exit $?"
+	in_cgroup ip netns exec "$NS_S" iperf3 -4 -c 10.99.0.2 -p 5201 -t 2 >/dev/null || fail "iperf3 overlay: exit $?"
 	local base=$(ecmp_vxlan_sports)
 	echo "prob=0: outer source ports $base, retransmissions $(rh retrans_seen)"
 	assert_ge "$(rh retrans_seen)" 1 "inner retransmissions (losses at the tbf queue)"
 	assert_eq "$base" 1 "outer ports of the data flow without rehash"
-	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail "set rehash.prob=100 rehash.mode=1: exit $?"
 	# Two inner flows: one alone on a path had as few as 1 episode in 4 s.
 	in_cgroup ip netns exec "$NS_S" iperf3 -4 -c 10.99.0.2 -p 5201 -t 4 -P 2 >/dev/null ||
 		fail "iperf3 overlay"
@@ -318,12 +318,12 @@ t_rehash_vxlan_outer_port() {
 # policy alone) opens no window at all.
 t_rehash_memory_reverts_worse_path() {
 	rh_setup
-	ip netns exec "$NS_D" iperf3 -s -D -p 5202 >/dev/null || fail iperf3
+	ip netns exec "$NS_D" iperf3 -s -D -p 5202 >/dev/null || fail "iperf3: exit $?"
 	ecmp_cross_pin 5202
-	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail "set rehash.prob=100 rehash.mode=1: exit $?"
 	flow 2
 	assert_eq "$(rh memory_windows)" 0 "path-memory windows with revert_pct=0"
-	"$SP" set --pin-path "$PIN" rehash.revert_pct=85 rehash.probe_rtts=16 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.revert_pct=85 rehash.probe_rtts=16 >/dev/null || fail "set rehash.revert_pct=85 rehash.probe_rtts=16: exit $?"
 	ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5202 -t 7 >/dev/null &
 	BG_PIDS+=($!)
 	sleep 1
@@ -383,7 +383,7 @@ print(next((e["formatted"]["value"]["base"] for e in json.load(sys.stdin)), 0))'
 # Writes the pair's base (episodes per GiB, set now) into rehash_dests; every
 # other byte of the value is FILL (default 0).
 rh_seed_base() { # rh_seed_base EPISODES_PER_GIB [FILL]
-	python3 - "$PIN/rehash_dests" "$1" "${2:-0}" <<-'PY' || fail "seed the base"
+	python3 - "$PIN/rehash_dests" "$1" "${2:-0}" <<-'PY' || fail "seed the base: exit $?"
 	import ipaddress, struct, subprocess, sys, time
 	key = struct.pack("<I", 10) + ipaddress.IPv6Address("fd01::1").packed + ipaddress.IPv6Address("fd02::2").packed
 	val = bytearray([int(sys.argv[3])] * 176)
@@ -397,8 +397,8 @@ t_rehash_policy_density_shared_vs_separate() {
 	local d0 d1 s1 s2 e1 base
 	rh_setup
 	rh_tables
-	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail iperf3
-	"$SP" set --pin-path "$PIN" rehash.policy=2 rehash.mode=1 >/dev/null || fail set
+	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail "iperf3: exit $?"
+	"$SP" set --pin-path "$PIN" rehash.policy=2 rehash.mode=1 >/dev/null || fail "set rehash.policy=2 rehash.mode=1: exit $?"
 	rh_pin 5201 0; rh_pin 5203 1
 	d0=$(rh_decided)
 	# A flow alone on its path loses a few times in 10 s, sometimes fewer
@@ -485,12 +485,12 @@ rh_first_label_reset() {
 t_rehash_policy_sibling_keeps_move() {
 	rh_setup
 	rh_tables
-	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail iperf3
-	ip netns exec "$NS_D" iperf3 -s -D -p 5202 >/dev/null || fail iperf3
+	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail "iperf3: exit $?"
+	ip netns exec "$NS_D" iperf3 -s -D -p 5202 >/dev/null || fail "iperf3: exit $?"
 	rh_first_label 'ip6 flowlabel @first meta mark set 0x22 counter' \
 		'ip6 flowlabel != @first meta mark set 0x21 counter'
-	ip -n "$NS_R1" -6 rule add fwmark 0x21 table 100 pref 850 || fail "mark rule"
-	ip -n "$NS_R1" -6 rule add fwmark 0x22 table 101 pref 851 || fail "mark rule"
+	ip -n "$NS_R1" -6 rule add fwmark 0x21 table 100 pref 850 || fail "mark rule: exit $?"
+	ip -n "$NS_R1" -6 rule add fwmark 0x22 table 101 pref 851 || fail "mark rule: exit $?"
 	rh_pin 5203 1
 	ecmp_cross_pin 5202
 	# A try's fail() ends its subshell only.
@@ -512,7 +512,7 @@ sibling_keeps_try() {
 	pb=$!
 	BG_PIDS+=($pa $pb)
 	sleep 2.5
-	"$SP" set --pin-path "$PIN" rehash.policy=2 rehash.prob=100 rehash.reuse=0 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.policy=2 rehash.prob=100 rehash.reuse=0 >/dev/null || fail "set rehash.policy=2 rehash.prob=100 rehash.reuse=0: exit $?"
 	# The first keep by the siblings' rate came 0.3-1.5 s after this in 10
 	# of 12 runs; 3.5 s, then 3 s of B's place. (Starting the 3 s at B's
 	# first packets on path 0 starts them while the move is on trial: 1 of
@@ -521,9 +521,9 @@ sibling_keeps_try() {
 	read -r p1 p0 < <(b_paths)
 	sleep 3
 	read -r q1 q0 < <(b_paths)
-	wait "$pb" || fail "iperf3 B"
-	wait "$pa" || fail "iperf3 A"
-	wait "$px" || fail "iperf3 outside"
+	wait "$pb" || fail "iperf3 B: exit $?"
+	wait "$pa" || fail "iperf3 A: exit $?"
+	wait "$px" || fail "iperf3 outside: exit $?"
 	echo "B's packets on path 1 / path 0: $p1 / $p0 at 6 s," \
 		"$q1 / $q0 3 s later; $(rh_decided) rehashes, $(rh kept_by_siblings) kept by the siblings'" \
 		"rate, $(rh futile_moves) futile ($(rh rto_steered) at an RTO), $(rh memory_reverted) reverted," \
@@ -571,11 +571,11 @@ t_rehash_policy_corr_sync_vs_apart() {
 	local s0 d0 sa da
 	rh_setup
 	rh_tables
-	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail iperf3
+	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail "iperf3: exit $?"
 	ip netns exec "$NS_R1" nft add chain ip6 sp c_drop '{ type filter hook forward priority -1; }'
-	"$SP" set --pin-path "$PIN" rehash.policy=1 rehash.mode=1 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.policy=1 rehash.mode=1 >/dev/null || fail "set rehash.policy=1 rehash.mode=1: exit $?"
 	rh_pin 5201 0; rh_pin 5203 1
-	ip -n "$NS_S" link set dev s0 gso_max_segs 2 || fail "gso_max_segs"
+	ip -n "$NS_S" link set dev s0 gso_max_segs 2 || fail "gso_max_segs: exit $?"
 	s0=$(rh shared_episodes) d0=$(rh_decided)
 	RH_SECS=6 rh_two_flows apart
 	sa=$(( $(rh shared_episodes) - s0 )) da=$(( $(rh_decided) - d0 ))
@@ -601,7 +601,7 @@ rh_label_of() { labels | jq -c --arg p "$1" '.[$p] // []'; }
 t_rehash_reuse_good_hash() {
 	local pa pb pc la lb lc
 	rh_setup
-	"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.reuse=1 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.reuse=1 >/dev/null || fail "set rehash.prob=0 rehash.reuse=1: exit $?"
 	# A flow alone has only its own densities for a base; on a loaded
 	# machine one of them can come out 3 x the others and the hash is not
 	# recorded good (once in a make check under a busy CPU): up to 3 tries.
@@ -618,7 +618,7 @@ t_rehash_reuse_good_hash() {
 	assert_ge "$(rh reuse_at_connect)" 1 "connections started on a good hash"
 	echo "$lb" | jq -e --argjson a "$la" 'index($a[0]) != null' >/dev/null ||
 		fail "second flow did not take the first one's label: $la vs $lb"
-	"$SP" set --pin-path "$PIN" rehash.reuse=0 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.reuse=0 >/dev/null || fail "set rehash.reuse=0: exit $?"
 	local r0=$(rh reuse_at_connect)
 	pc=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 1 -J | rh_data_port)
 	lc=$(rh_label_of "$pc")
@@ -655,7 +655,7 @@ t_rehash_rto_reverts_move_on_trial() {
 		'meta length > 1000 numgen random mod 300 == 0 drop'
 	ip netns exec "$NS_R1" nft add chain ip6 sptrial blk '{ type filter hook prerouting priority mangle + 2; }' ||
 		fail "nft blackout chain"
-	"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=1 rehash.policy=2 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=1 rehash.policy=2 >/dev/null || fail "set rehash.prob=0 rehash.mode=1 rehash.policy=2: exit $?"
 	for tx in 0 1; do
 		ip netns exec "$NS_S" sysctl -qw net.core.txrehash=$tx
 		rh_first_label_reset
@@ -699,7 +699,7 @@ t_rehash_explore_judged() {
 	rh_pin 5201 0
 	rh_first_label 'meta length > 1000 ip6 flowlabel != @first drop' \
 		'meta length > 1000 numgen random mod 20 == 0 drop'
-	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 rehash.policy=2 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 rehash.policy=2 >/dev/null || fail "set rehash.prob=100 rehash.mode=1 rehash.policy=2: exit $?"
 	for i in $(seq 8); do
 		rh_first_label_reset
 		mb=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 2 -J |
@@ -738,7 +738,7 @@ t_rehash_rto_to_calm() {
 	need_feature so_txrehash
 	rh_setup
 	rh_tables
-	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail iperf3
+	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail "iperf3: exit $?"
 	rh_pin 5201 0; rh_pin 5203 1
 	printf '%s\n' 'table ip6 spcalm {' \
 		' set alabels { typeof ip6 flowlabel; size 64; flags dynamic, timeout; timeout 3s; }' \
@@ -751,7 +751,7 @@ t_rehash_rto_to_calm() {
 	for pol_tx in "0 1" "2 1" "2 0"; do
 		set -- $pol_tx; pol=$1 tx=$2
 		ip netns exec "$NS_S" sysctl -qw net.core.txrehash=$tx
-		"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=1 rehash.policy=$pol >/dev/null || fail set
+		"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=1 rehash.policy=$pol >/dev/null || fail "set rehash.prob=0 rehash.mode=1 rehash.policy=$pol: exit $?"
 		c0=$(rh rto_to_calm)
 		in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5203 -t 8 -J >"$TMP/a.json" &
 		BG_PIDS+=($!)
@@ -785,7 +785,7 @@ t_rehash_rto_to_calm() {
 # ended in an RTO too, never again (calm_bad): one RTO onto a calm hash,
 # not one at every later RTO whose hash is not the written one.
 rh_seed_calm() { # rh_seed_calm HASH SECS: a calm note for the pair, now, every 50 ms for SECS
-	python3 - "$PIN/rehash_dests" "$1" "$2" <<-'PY' || fail "seed a calm note"
+	python3 - "$PIN/rehash_dests" "$1" "$2" <<-'PY' || fail "seed a calm note: exit $?"
 	import ipaddress, struct, subprocess, sys, time
 	key = struct.pack("<I", 10) + ipaddress.IPv6Address("fd01::1").packed + ipaddress.IPv6Address("fd02::2").packed
 	hx = lambda b: [f"{x:02x}" for x in b]
@@ -805,7 +805,7 @@ t_rehash_rto_calm_bpftool() {
 	rh_tables
 	rh_pin 5201 0
 	ip netns exec "$NS_S" sysctl -qw net.core.txrehash=1
-	"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=1 rehash.policy=2 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=1 rehash.policy=2 >/dev/null || fail "set rehash.prob=0 rehash.mode=1 rehash.policy=2: exit $?"
 	ip netns exec "$NS_R1" nft add chain ip6 sp c_drop '{ type filter hook forward priority -1; }'
 	c0=$(rh rto_to_calm)
 	( sleep 1.5; ip netns exec "$NS_R1" nft add rule ip6 sp c_drop tcp dport 5201 drop
@@ -813,7 +813,7 @@ t_rehash_rto_calm_bpftool() {
 	  ip netns exec "$NS_R1" nft flush chain ip6 sp c_drop ) &
 	BG_PIDS+=($!)
 	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 10 -J >"$TMP/b.json"
-	wait "${BG_PIDS[-1]}" || fail "the blackout"
+	wait "${BG_PIDS[-1]}" || fail "the blackout: exit $?"
 	b=$(rh_mbps <"$TMP/b.json")
 	rtos=$(rh_conn_rtos "$TMP/b.json")
 	echo "B: MB per second $b; ${rtos:-?} RTOs, $(( $(rh rto_to_calm) - c0 )) onto the written calm hash"
@@ -827,7 +827,7 @@ t_rehash_rto_calm_bpftool() {
 # A value of 7 written by bpftool acts as 1.
 t_rehash_enforce_dry_run() {
 	rh_setup
-	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 rehash.enforce=0 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 rehash.enforce=0 >/dev/null || fail "set rehash.prob=100 rehash.mode=1 rehash.enforce=0: exit $?"
 	flow 3
 	local n=$(rh_applied)
 	echo "dry run: $n rehashes decided and applied, $(rh dry_run_skipped) writes skipped, labels $(labels)"
@@ -837,7 +837,7 @@ t_rehash_enforce_dry_run() {
 	sp_json '.modules.rehash.connections[] | .txhash' | has -v '^0$' && fail "txhash shown as written"
 	bpftool map update pinned "$PIN/rehash_cfg" key 0 0 0 0 value \
 		100 0 0 0  1 0 0 0  0 0 0 0  150 0 0 0  0xd0 0x07 0 0  2 0 0 0  0 0 0 0  16 0 0 0 \
-		0 0 0 0  0 0 0 0  7 0 0 0 || fail bpftool
+		0 0 0 0  0 0 0 0  7 0 0 0 || fail "bpftool: exit $?"
 	local skipped=$(rh dry_run_skipped)
 	flow 3
 	assert_eq "$(rh dry_run_skipped)" "$skipped" "writes skipped with enforce=7 (acts as 1)"
@@ -853,14 +853,14 @@ t_rehash_enforce_dry_run() {
 t_rehash_dests_bpftool_values() {
 	rh_setup
 	rh_tables
-	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail iperf3
+	ip netns exec "$NS_D" iperf3 -s -D -p 5203 >/dev/null || fail "iperf3: exit $?"
 	rh_pin 5201 0; rh_pin 5203 1
-	"$SP" set --pin-path "$PIN" rehash.policy=2 rehash.mode=1 rehash.reuse=1 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.policy=2 rehash.mode=1 rehash.reuse=1 >/dev/null || fail "set rehash.policy=2 rehash.mode=1 rehash.reuse=1: exit $?"
 	# key: AF_INET6, fd01::1, fd02::2
 	local key="10 0 0 0 0xfd 1 0 0 0 0 0 0 0 0 0 0 0 0 0 1 0xfd 2 0 0 0 0 0 0 0 0 0 0 0 0 0 2"
 	local val=$(for i in $(seq 176); do printf '0xff '; done)
-	bpftool map update pinned "$PIN/rehash_dests" key $key value $val || fail "bpftool dests"
-	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5203 -t 4 >/dev/null || fail iperf3
+	bpftool map update pinned "$PIN/rehash_dests" key $key value $val || fail "bpftool dests: exit $?"
+	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5203 -t 4 >/dev/null || fail "iperf3: exit $?"
 	assert_eq "$(rh reuse_at_connect)" 0 "good hashes taken from a garbage list"
 	ip -n "$NS_R1" -6 rule del pref 901
 	rh_pin 5203 0
@@ -883,7 +883,7 @@ t_rehash_dests_bpftool_values() {
 t_rehash_run_dry_run() {
 	rh_setup --dry-run
 	assert_eq "$("$SP" get --pin-path "$PIN" rehash.enforce)" rehash.enforce=0 "enforce in a dry run"
-	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail set
+	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail "set rehash.prob=100 rehash.mode=1: exit $?"
 	flow 3
 	assert_ge "$(rh dry_run_skipped)" 2 "rehash writes skipped in a dry run"
 	assert_eq "$(labels_max)" 1 "flow labels of one flow in a dry run"

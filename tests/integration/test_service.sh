@@ -26,8 +26,8 @@ t_version() {
 		git -C "$ROOT" cat-file -e "$h^{commit}" || fail "--version names no commit: '$v'"
 	fi
 	# A tree without .git (a tarball) falls back to VERSION.
-	mkdir "$TMP/src" && cp "$ROOT/Makefile" "$ROOT/VERSION" "$TMP/src/" || fail "copy"
-	make -s -C "$TMP/src" OUTPUT=b b/version.h >/dev/null || fail "make version.h"
+	mkdir "$TMP/src" && cp "$ROOT/Makefile" "$ROOT/VERSION" "$TMP/src/" || fail "copy: exit $?"
+	make -s -C "$TMP/src" OUTPUT=b b/version.h >/dev/null || fail "make version.h: exit $?"
 	assert_eq "$(cat "$TMP/src/b/version.h")" "#define SP_VERSION \"$(cat "$ROOT/VERSION")\"" "version.h without git"
 	"$SP" --version --bogus >/dev/null; rc=$?
 	assert_eq $rc 0 "--version ignores what follows"
@@ -49,15 +49,15 @@ t_log_journal_priorities() {
 	frag_topo 1
 	export "$(journal_env "$err")"
 	sp_start --modules fragguard --iface rp1 --log-level debug
-	ip -n "$NS_R" link del rp1 || fail "link del"
+	ip -n "$NS_R" link del rp1 || fail "link del: exit $?"
 	veth "$NS_R" rp1 "sp-$ID-p1" pr1
 	for _ in $(seq 30); do grep -q 'rp1 is back' "$err" && break; sleep 0.1; done
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	unset JOURNAL_STREAM
 	cat "$err"
-	grep -q '^<4>stackpilot: warning: interface rp1 (index [0-9]*) is gone' "$err" || fail "no <4> line"
-	grep -q '^<6>stackpilot: interface rp1 is back' "$err" || fail "no <6> line"
-	grep -q '^<7>stackpilot: debug: signal 15' "$err" || fail "no <7> line"
+	grep -q '^<4>stackpilot: warning: interface rp1 (index [0-9]*) is gone' "$err" || fail "no <4> line: $(tail -5 "$err")"
+	grep -q '^<6>stackpilot: interface rp1 is back' "$err" || fail "no <6> line: $(tail -5 "$err")"
+	grep -q '^<7>stackpilot: debug: signal 15' "$err" || fail "no <7> line: $(tail -5 "$err")"
 	grep -v '^<[3467]>' "$err" && fail "a line without a priority"
 	return 0
 }
@@ -71,12 +71,12 @@ t_log_level_filter() {
 	for l in error warn info debug; do
 		: >"$err"
 		STACKPILOT_LOG_PRIORITIES=1 sp_start --modules fragguard --iface rp1 --log-level $l
-		ip -n "$NS_R" link del rp1 || fail "link del"
+		ip -n "$NS_R" link del rp1 || fail "link del: exit $?"
 		for _ in $(seq 30); do grep -q 'rp1.*is gone' "$err" && break; sleep 0.1; done
 		veth "$NS_R" rp1 "sp-$ID-p1" pr1
 		for _ in $(seq 30); do grep -q 'rp1 is back' "$err" && break; sleep 0.1; done
 		[ $l = error ] && sleep 1
-		sp_stop || fail "exit status at $l"
+		sp_stop || fail "exit at $l: stackpilot run exited $?; its stderr ends: $(sp_said)"
 		n=$(grep -c '^<4>' "$err"); [ $l = error ] && { assert_eq "$n" 0 "warnings at $l"; true; } || assert_ge "$n" 1 "warnings at $l"
 		n=$(grep -c '^<6>' "$err"); case $l in error|warn) assert_eq "$n" 0 "info at $l" ;; *) assert_ge "$n" 1 "info at $l" ;; esac
 		n=$(grep -c '^<7>' "$err"); [ $l = debug ] && assert_ge "$n" 1 "debug at $l" || assert_eq "$n" 0 "debug at $l"
@@ -84,7 +84,7 @@ t_log_level_filter() {
 	# The environment sets the default level too.
 	: >"$err"
 	STACKPILOT_LOG_LEVEL=debug STACKPILOT_LOG_PRIORITIES=1 sp_start --modules fragguard --iface rp1
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	grep -q '^<7>stackpilot: debug: signal' "$err" || fail "STACKPILOT_LOG_LEVEL=debug: $(cat "$err")"
 }
 
@@ -94,15 +94,15 @@ t_journal_no_status_dump() {
 	make_cgroup
 	start_raw env "$(journal_env "$TMP/sp.err")" "$SP" run --pin-path "$PIN" --modules tcpstats --cgroup "$CG"
 	sleep 2.5
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	assert_eq "$(grep -c tcpstats "$TMP/sp.out")" 1 "status dumps under the journal (only the attached line expected)"
 	start_raw env "$(journal_env "$TMP/sp.err")" "$SP" run --pin-path "$PIN" --modules tcpstats --cgroup "$CG" --interval 1
 	sleep 2.5
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	assert_ge "$(grep -c tcpstats "$TMP/sp.out")" 2 "status dumps with --interval 1 under the journal"
 	start_raw "$SP" run --pin-path "$PIN" --modules tcpstats --cgroup "$CG"
 	sleep 2.5
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	assert_ge "$(grep -c tcpstats "$TMP/sp.out")" 2 "status dumps by default outside the journal"
 }
 
@@ -110,7 +110,7 @@ t_journal_no_status_dump() {
 # PREFIX, the binary the build's.
 t_install_tree() {
 	local d=$TMP/root
-	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install"
+	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install: exit $?"
 	(cd "$d" && find . -type f -printf '%m %p\n' | sort) >"$TMP/tree"
 	cat >"$TMP/want" <<-'END'
 	644 ./etc/iproute2/rt_protos.d/stackpilot.conf
@@ -128,20 +128,20 @@ t_install_tree() {
 	assert_eq "$("$d/usr/local/sbin/stackpilot" --version)" "$("$ROOT/build/stackpilot" --version)" "installed --version"
 	grep -qx 'ExecStart=/usr/local/sbin/stackpilot run --config /etc/stackpilot/stackpilot.conf' "$d/usr/local/lib/systemd/system/stackpilot.service" ||
 		fail "ExecStart: $(grep ExecStart= "$d/usr/local/lib/systemd/system/stackpilot.service")"
-	grep -qx 'ExecReload=/bin/kill -HUP $MAINPID' "$d/usr/local/lib/systemd/system/stackpilot.service" || fail "no ExecReload"
+	grep -qx 'ExecReload=/bin/kill -HUP $MAINPID' "$d/usr/local/lib/systemd/system/stackpilot.service" || fail "no ExecReload: $(tail -5 "$d/usr/local/lib/systemd/system/stackpilot.service")"
 	"$d/usr/local/sbin/stackpilot" check-config "$d/etc/stackpilot/stackpilot.conf" >/dev/null || fail "installed config does not validate"
 	# An operator's config is never overwritten by an install, nor removed by an uninstall.
 	echo "# mine" >>"$d/etc/stackpilot/stackpilot.conf"
-	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install again"
+	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install again: exit $?"
 	tail -1 "$d/etc/stackpilot/stackpilot.conf" | has -x '# mine' || fail "install overwrote the config"
-	make -s -C "$ROOT" uninstall PREFIX=/usr/local DESTDIR="$d" || fail "make uninstall"
+	make -s -C "$ROOT" uninstall PREFIX=/usr/local DESTDIR="$d" || fail "make uninstall: exit $?"
 	[ -f "$d/etc/stackpilot/stackpilot.conf" ] || fail "uninstall removed a changed config"
 	rm "$d/etc/stackpilot/stackpilot.conf" && rmdir "$d/etc/stackpilot"
-	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install"
+	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install: exit $?"
 	# The number pmtu marks its routes with is the one named.
 	local n=$(printf '%d' "$(sed -n 's/^#define RTPROT_STACKPILOT[[:space:]]*\(0x[0-9a-f]*\).*/\1/p' "$ROOT/src/pmtu.h")")
 	assert_eq "$(grep -v '^#' "$d/etc/iproute2/rt_protos.d/stackpilot.conf" | tr -s '\t ' ' ')" "$n stackpilot" "rt_protos.d entry"
-	make -s -C "$ROOT" uninstall PREFIX=/usr/local DESTDIR="$d" || fail "make uninstall"
+	make -s -C "$ROOT" uninstall PREFIX=/usr/local DESTDIR="$d" || fail "make uninstall: exit $?"
 	assert_eq "$(find "$d" -type f)" "" "files left by uninstall"
 }
 
@@ -150,7 +150,7 @@ t_install_tree() {
 # so ExecStart's binary and the Documentation= page exist where named.
 t_unit_verifies() {
 	local p=$TMP/p/usr/local out
-	make -s -C "$ROOT" install PREFIX="$p" SYSCONFDIR="$TMP/p/etc" >/dev/null || fail "make install"
+	make -s -C "$ROOT" install PREFIX="$p" SYSCONFDIR="$TMP/p/etc" >/dev/null || fail "make install: exit $?"
 	out=$(MANPATH=$p/share/man systemd-analyze verify "$p/lib/systemd/system/stackpilot.service" 2>&1)
 	echo "$out"
 	echo "$out" | grep -i 'stackpilot' && fail "systemd-analyze verify complains about the unit"
@@ -164,12 +164,12 @@ t_unit_verifies() {
 # namespace, /etc/iproute2 is a copy with it (the host's is untouched).
 t_rt_protos_name() {
 	local d=$TMP/root
-	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install"
+	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install: exit $?"
 	mk_netns "sp-$ID-a"
 	ip -n "sp-$ID-a" link add d0 type veth peer name d1 && ip -n "sp-$ID-a" link set d0 up && ip -n "sp-$ID-a" link set d1 up &&
 		ip -n "sp-$ID-a" addr add 10.66.0.1/24 dev d0 || fail "veth"
-	ip -n "sp-$ID-a" route add 10.66.1.0/24 via 10.66.0.2 proto 0xa5 mtu 1400 || fail "route"
-	cp -a /etc/iproute2 "$TMP/iproute2" && cp "$d/etc/iproute2/rt_protos.d/stackpilot.conf" "$TMP/iproute2/rt_protos.d/" || fail "copy"
+	ip -n "sp-$ID-a" route add 10.66.1.0/24 via 10.66.0.2 proto 0xa5 mtu 1400 || fail "route: exit $?"
+	cp -a /etc/iproute2 "$TMP/iproute2" && cp "$d/etc/iproute2/rt_protos.d/stackpilot.conf" "$TMP/iproute2/rt_protos.d/" || fail "copy: exit $?"
 	local out=$(unshare -m sh -c 'mount --bind "$1" /etc/iproute2 && ip -n "$2" route show 10.66.1.0/24' _ "$TMP/iproute2" "sp-$ID-a")
 	echo "$out"
 	[[ $out == *"proto stackpilot"* ]] || fail "route not shown as proto stackpilot: $out"
@@ -205,23 +205,23 @@ t_service_capabilities() {
 	cap_run "$caps" --modules all --iface s0 --mtu-probing 1
 	grep CapEff "/proc/$SP_PID/status"
 	assert_eq "$(sp_json '.modules | keys | sort | join(",")')" "fragguard,pmtu,rehash,tcpstats" "modules attached"
-	grep -q 'run-time stats unavailable' "$TMP/sp.err" || fail "expected the stats warning without CAP_SYS_ADMIN"
-	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	grep -q 'run-time stats unavailable' "$TMP/sp.err" || fail "expected the stats warning without CAP_SYS_ADMIN: $(tail -5 "$TMP/sp.err")"
+	sp_ctl set pmtu.route=1 >/dev/null || fail "set pmtu.route=1: exit $?"
 	set -- $(xfer 10.30.2.2 1000000)
 	echo "first connection, unit's capabilities: $* ; $(cat "$TMP/sp.err")"
 	awk "BEGIN { exit !($1 < 2) }" || fail "first connection took $1 s, expected < 2 s"
 	ip -n "$NS_S" route show proto 0xa5 | has '^10.30.2.2 .*mtu 1[34][0-9][0-9]' || fail "no route MTU installed"
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes left after exit"
 	assert_eq "$(ip netns exec "$NS_S" sysctl -n net.ipv4.tcp_mtu_probing)" 0 "tcp_mtu_probing restored"
 	# Without CAP_NET_RAW: attached, but the search cannot send a probe.
 	cap_run "+bpf,+perfmon,+net_admin" --modules pmtu
-	sp_ctl set pmtu.route=1 >/dev/null || fail set
+	sp_ctl set pmtu.route=1 >/dev/null || fail "set pmtu.route=1: exit $?"
 	xfer 10.30.2.2 200000 "" 3 >/dev/null
 	for _ in $(seq 30); do grep -q 'cannot send a probe' "$TMP/sp.err" && break; sleep 0.1; done
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	cat "$TMP/sp.err"
-	grep -q 'cannot send a probe: Operation not permitted' "$TMP/sp.err" || fail "no probe failure logged without CAP_NET_RAW"
+	grep -q 'cannot send a probe: Operation not permitted' "$TMP/sp.err" || fail "no probe failure logged without CAP_NET_RAW: $(tail -5 "$TMP/sp.err")"
 	# Without any one of the other three: refused before anything attaches.
 	for c in bpf perfmon net_admin; do
 		nsenter --net="/run/netns/$NS_S" setpriv --bounding-set "-all,${caps//+$c,/}" --inh-caps -all -- \
@@ -232,7 +232,7 @@ t_service_capabilities() {
 	done
 	# With CAP_SYS_ADMIN too, the one difference: run-time stats.
 	cap_run "$caps,+sys_admin" --modules tcpstats
-	sp_stop || fail "exit status"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	grep -q 'run-time stats unavailable' "$TMP/sp.err" && fail "stats unavailable with CAP_SYS_ADMIN"
 	return 0
 }
@@ -246,7 +246,7 @@ render() { MANWIDTH=250 man -l "$1" 2>&1 | col -b; }
 # stackpilot(8).
 t_man_pages() {
 	local d=$TMP/root man m n=0 key min max def o
-	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install"
+	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install: exit $?"
 	man=$d/usr/local/share/man/man8
 	render "$man/stackpilot.8" >"$TMP/stackpilot.txt"
 	grep -q '^STACKPILOT(8)' "$TMP/stackpilot.txt" || fail "stackpilot(8) does not render: $(head -3 "$TMP/stackpilot.txt")"
@@ -274,7 +274,7 @@ t_man_pages() {
 # The completion, sourced as bash-completion would, against this build.
 t_bash_completion() {
 	local d=$TMP/root
-	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install"
+	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install: exit $?"
 	make_cgroup
 	PATH=$BUILD:$PATH
 	source "$d/usr/local/share/bash-completion/completions/stackpilot"
@@ -326,7 +326,7 @@ t_readme_install() {
 			exec=$(sed -n 's/^ExecStart=//p' "$unit")
 			sed -e "s|^\[cgroup /\]|[cgroup sp-test-$ID]|" -e "s|^#pin-path = .*|pin-path = $PIN|" \
 				"$d/etc/stackpilot/stackpilot.conf" >"$TMP/sp.conf"
-			grep -q "^\[cgroup sp-test-$ID\]" "$TMP/sp.conf" || fail "installed config has no [cgroup /]"
+			grep -q "^\[cgroup sp-test-$ID\]" "$TMP/sp.conf" || fail "installed config has no [cgroup /]: $(tail -5 "$TMP/sp.conf")"
 			start_raw env "$(journal_env "$TMP/sp.err")" setpriv --bounding-set "-all,$(unit_caps "$unit")" --inh-caps -all -- \
 				$d${exec%% --config *} --config "$TMP/sp.conf" --state-dir "$TMP/state"
 			grep -q '^<4>stackpilot: warning: ' "$TMP/sp.err" || fail "no warning with its priority: $(cat "$TMP/sp.err")"
@@ -343,6 +343,6 @@ t_readme_install() {
 		esac
 	done <"$TMP/cmds"
 	[ -n "$SP_PID" ] || fail "the service was never started"
-	sp_stop || fail "exit status of the service"
+	sp_stop || fail "exit of the service: stackpilot run exited $?; its stderr ends: $(sp_said)"
 	grep -q '^stackpilot: detached' "$TMP/sp.out" || fail "not detached: $(cat "$TMP/sp.out")"
 }
