@@ -233,17 +233,18 @@ t_tcpstats_retrans_rto() {
 	assert_ge "$(status_num rto)" $((rto0 + 1)) "rto after a 1.5 s blackout"
 }
 
-# The README's bpftool command, run as written (but on this test's pins).
-t_readme_bpftool() {
+# docs/configuration.md's bpftool command, run as written (but on this
+# test's pins).
+t_docs_bpftool() {
 	netns_pair; make_cgroup
 	tcp_server 5201; tcp_server 5202
 	sp_start --cgroup "$CG" --modules tcpstats
 	local cmd
-	cmd=$(grep -A3 'tested by tests/integration/test_core.sh:t_readme_bpftool' "$ROOT/README.md" |
+	cmd=$(grep -A3 'tested by tests/integration/test_core.sh:t_docs_bpftool' "$ROOT/docs/configuration.md" |
 		grep '^bpftool map update')
-	[ -n "$cmd" ] || fail "README has no bpftool example"
-	eval "${cmd//\/sys\/fs\/bpf\/stackpilot/$PIN}" || fail "README command failed: $cmd"
-	assert_eq "$("$SP" get --pin-path "$PIN" tcpstats.port)" "tcpstats.port=5201" "port after the README command"
+	[ -n "$cmd" ] || fail "docs/configuration.md has no bpftool example"
+	eval "${cmd//\/sys\/fs\/bpf\/stackpilot/$PIN}" || fail "docs/configuration.md's command failed: $cmd"
+	assert_eq "$("$SP" get --pin-path "$PIN" tcpstats.port)" "tcpstats.port=5201" "port after the documented command"
 	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5202 1000 2 >/dev/null || fail "client: exit $?"
 	assert_eq "$(status_num active_opens)" 0 "connections to 5202 with port=5201"
 	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 1000 2 >/dev/null || fail "client: exit $?"

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # Prometheus metrics (issue 13): status --prometheus, checked by promtool;
 # run --metrics-textfile, served by node_exporter; run --metrics-listen,
-# scraped by a Prometheus server; the README's list.
+# scraped by a Prometheus server; docs/metrics.md's list.
 # Each t_* runs in its own bash with tests/lib.sh sourced.
 
 # stackpilot run with every cgroup module and fragguard, inside namespace A
@@ -94,18 +94,19 @@ t_metrics_rehash_tables() {
 	! grep -qE 'sport=|stackpilot_rehash_(connections|windows)_|per_mb' "$TMP/p" || fail "connections or windows exposed"
 }
 
-# README "Metrics" lists every exposed metric with its type, and no other.
-t_metrics_readme_list() {
+# docs/metrics.md, "Every metric", lists every exposed metric with its type,
+# and no other.
+t_metrics_docs_list() {
 	make_cgroup
 	mx_start "$CG"
 	sp_ctl status --prometheus >"$TMP/p" || fail "status --prometheus exit $?"
 	awk '$1 == "#" && $2 == "TYPE" { print $3, $4 }' "$TMP/p" | sort >"$TMP/exposed"
 	# Rows of the section's table: | `name` | type | labels | meaning |
-	awk '/^## Metrics/ { on = 1; next } /^## / { on = 0 } on' "$ROOT/README.md" |
+	awk '/^## Every metric/ { on = 1; next } /^## / { on = 0 } on' "$ROOT/docs/metrics.md" |
 		sed -n 's/^| `\(stackpilot_[a-z0-9_]*\)` | \([a-z]*\) |.*/\1 \2/p' | sort >"$TMP/listed"
-	[ -s "$TMP/listed" ] || fail "README has no Metrics list"
+	[ -s "$TMP/listed" ] || fail "docs/metrics.md has no Every metric list"
 	diff "$TMP/listed" "$TMP/exposed" >"$TMP/d" ||
-		fail "README Metrics vs exposition (< README only, > exposed only): $(cat "$TMP/d")"
+		fail "docs/metrics.md vs exposition (< listed only, > exposed only): $(cat "$TMP/d")"
 }
 
 # dist/grafana/stackpilot.json: a dashboard whose every panel queries

@@ -261,7 +261,7 @@ static int split_slash(char *cell, char **part, int n)
 }
 
 /*
- * README's Tunables table against the loader's tables (which for tcpstats,
+ * docs/configuration.md's Tunables table against the loader's tables (which for tcpstats,
  * rehash and pmtu are their declarations in stackpilot.h): every row's keys,
  * ranges and defaults, and every declared tunable in exactly one row.
  */
@@ -416,7 +416,7 @@ static void test_read_line(void)
 int main(int argc, char **argv)
 {
 	/* run.sh runs us from the repository root; a path may be given. */
-	const char *readme = argc > 1 ? argv[1] : "README.md";
+	const char *readme = argc > 1 ? argv[1] : "docs/configuration.md";
 
 	/* The functions under test print their one-line errors: keep them off the results. */
 	freopen("/dev/null", "w", stderr);
