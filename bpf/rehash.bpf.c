@@ -759,7 +759,7 @@ static __always_inline bool judge_move(struct bpf_sock_ops *skops, struct sk_sta
  * else here decides about it; the kernel's random RTO rehash leads back
  * onto a path that drops its retransmissions once in N paths, and each miss
  * doubles the wait (50%-loss path: flows 6-7 s of 8 delivering nothing,
- * never moved by policy 2; README "Which flows starve"). A hash found high
+ * never moved by policy 2; docs/rehash-benchmark-history.md, "Which flows starve"). A hash found high
  * or ending in an RTO stops being calm; an episode with no density says
  * nothing either way. Each note is given to one flow (rto_calm()): a path
  * that fails under many flows at once must not send them all onto one.

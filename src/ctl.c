@@ -283,7 +283,7 @@ static void usage_status(FILE *out)
 "Usage: stackpilot status [--json | --prometheus] [--pin-path DIR] [--cgroup PATH]\n"
 "What the running stackpilot attached where, each module's counters, and each\n"
 "program's run count and average run time (kernel BPF stats, enabled by `run`).\n"
-"--prometheus: the same as Prometheus text exposition (README, Metrics).\n"
+"--prometheus: the same as Prometheus text exposition (docs/metrics.md).\n"
 "A config run (run --config) has one instance per cgroup: all are shown, or the\n"
 "one of --cgroup PATH (as written in the file).\n");
 }

@@ -78,8 +78,8 @@ static struct {
 /*
  * Scrapes within this long of a rendering get that rendering: 50 scrapes
  * at once cost the loop one read of the pinned maps (~1.5 ms here), not 50,
- * so a burst of scrapes cannot delay the loop's 100 ms tick (README,
- * Metrics). Counters are at most this much older than a fresh read.
+ * so a burst of scrapes cannot delay the loop's 100 ms tick
+ * (docs/metrics.md). Counters are at most this much older than a fresh read.
  */
 #define PAGE_FRESH_NS (100 * 1000000LL)
 

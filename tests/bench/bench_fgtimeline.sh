@@ -2,7 +2,7 @@
 # fragguard over time: the victim's goodput, 0.5 s at a time, while a hog
 # starts flooding incomplete datagrams (t = 3 s) and then a spoofed /16
 # flood starts too (t = 7 s); stock kernel vs stackpilot, one fresh receiver
-# each. Writes results/fragguard-timeline.png (and docs/ copy for README).
+# each. Writes results/fragguard-timeline.png (and a docs/ copy for docs/bench/fragguard.md).
 source "$ROOT/tests/lib_frag.sh"
 SECS=12
 PPS=${PPS:-20000}

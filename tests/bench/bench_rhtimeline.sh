@@ -7,7 +7,7 @@
 # revert_pct=RH_REVERT). Default CONFIGS: stock, p20m1, memory: with mode=0
 # a flow that had an RTO is never rehashed for balance, and on this testbed
 # nearly every flow has one in slow start, so p20m0 looks like stock. Writes
-# results/rehash-timeline.png (and docs/ copy for README).
+# results/rehash-timeline.png (and a docs/ copy for docs/bench/rehash.md).
 #
 # Every run starts with prob=0 and is kept only if, WARM s in (past slow
 # start, whose RTOs make the kernel itself rehash), one path carries both
