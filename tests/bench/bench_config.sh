@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
+# Page: docs/bench/config.md (tests/bench/run.sh writes what this prints there)
 # run --config (issue 12): what many cgroups in one process cost. Start-up
 # with 1 and with N cgroups (alternating rounds), SIGHUP to "reloaded" with
 # one value changed, a cgroup made to its programs attached, and the CPU

@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
+# Page: docs/bench/fragguard.md (tests/bench/run.sh writes what this prints there)
 # fragguard over time: the victim's goodput, 0.5 s at a time, while a hog
 # starts flooding incomplete datagrams (t = 3 s) and then a spoofed /16
 # flood starts too (t = 7 s); stock kernel vs stackpilot, one fresh receiver

@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
+# Page: docs/bench/fragguard.md (tests/bench/run.sh writes what this prints there)
 # fragguard against the kernel at scale: tests/tools/fragdiff over COUNT
 # generated datagrams (the test suite runs 100000 of them).
 source "$ROOT/tests/lib.sh"

@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
+# Page: docs/bench/fragguard.md (tests/bench/run.sh writes what this prints there)
 # fragguard: the seed's cases on the fragment testbed (tests/lib_frag.sh).
 # Each measurement gets a fresh receiver namespace: reassembly queues outlive
 # a run by ipfrag_time, so nothing may carry over from one to the next.

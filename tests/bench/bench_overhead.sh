@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
+# Page: docs/bench/overhead.md (tests/bench/run.sh writes what this prints there)
 # Overhead of stackpilot (all modules, defaults) on TCP over a veth pair
 # between two namespaces, sender in the attached cgroup, against the same
 # without stackpilot. Rounds alternate off/on so drift hits both alike.

@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
+# Page: docs/bench/pmtu.md (tests/bench/run.sh writes what this prints there)
 # pmtu with real clients: 5 fetches of 5 MB (curl against python3's
 # http.server, a new connection each, 12 s at most) through the black hole of
 # tests/lib_pmtu.sh (router links at MTU 1400 both ways, ICMP frag-needed /

@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
+# Page: docs/bench/rehash.md (tests/bench/run.sh writes what this prints there)
 # rehash: Brakmo's scenarios and issue 11's on the ECMP testbed, every result
 # as a ratio to the oracle measured in the same run.
 # Configurations (switched between runs; run i of every configuration is done

@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
+# Page: docs/bench/rehash.md (tests/bench/run.sh writes what this prints there)
 # rehash over time: two flows that share one path of the ECMP testbed
 # (2 x 100 Mbit/s), each flow's goodput and each path's rate every 0.5 s:
 # configurations as in bench_rehash.sh, one after the other: stock

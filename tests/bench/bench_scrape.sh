@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
+# Page: docs/bench/scrape.md (tests/bench/run.sh writes what this prints there)
 # Scrape load on run --metrics-listen (issue 13). Each round starts a run of
 # every module (veth pair in namespace A) and scrapes it: N scrapes in a row
 # over one kept-alive connection (what Prometheus does), N with a new
