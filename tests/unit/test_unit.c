@@ -303,7 +303,7 @@ static void test_readme_tunables(const char *readme)
 			seen[idx][t - m->tunables]++;
 			if (sscanf(ranges[i], "%lu..%lu", &min, &max) != 2 || sscanf(defs[i], "%lu", &def) != 1 ||
 			    min != t->min || max != t->max || def != t->def)
-				snprintf(msg, sizeof(msg), "%s: README %s default %s, declared %u..%u default %u",
+				snprintf(msg, sizeof(msg), "%s: docs %s default %s, declared %u..%u default %u",
 					 keys[i], ranges[i], defs[i], t->min, t->max, t->def);
 		}
 		if (*msg)
@@ -314,7 +314,7 @@ static void test_readme_tunables(const char *readme)
 	for (int i = 0; i < sp_nr_modules && !*msg; i++)
 		for (int j = 0; j < sp_modules[i]->nr_tunables && !*msg; j++)
 			if (seen[i][j] != 1)
-				snprintf(msg, sizeof(msg), "%s.%s: in %d README rows, expected 1",
+				snprintf(msg, sizeof(msg), "%s.%s: in %d docs rows, expected 1",
 					 sp_modules[i]->name, sp_modules[i]->tunables[j].name, seen[i][j]);
 	if (*msg)
 		CHECK("readme_tunables", check_note("%s", msg));
