@@ -28,24 +28,28 @@ BPF_VARIANTS := rehash_noatomics
 BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS)) \
 	     $(patsubst %,$(OUTPUT)/%.bpf.o,$(BPF_VARIANTS))
 SKELS     := $(patsubst %.bpf.o,%.skel.h,$(BPF_OBJS))
-# Everything but main.c is also linked into the unit tests.
-LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c))
-LIB_OBJS  := $(patsubst src/%.c,$(OUTPUT)/%.o,$(LIB_SRCS))
-HDRS      := $(wildcard include/*.h src/*.h)
+# The loader's layers are folders of src/ (docs/architecture.md): core/,
+# modules/ (a folder per module), service/, export/, cli/. Objects keep
+# the folder (OUTPUT/obj/core/log.o). Everything but the command line's
+# main.c is also linked into the unit tests.
+SRC_DIRS  := src/core src/modules $(wildcard src/modules/*/) src/service src/export src/cli
+LIB_SRCS  := $(filter-out src/cli/main.c,$(wildcard $(addsuffix /*.c,$(SRC_DIRS:/=))))
+LIB_OBJS  := $(patsubst src/%.c,$(OUTPUT)/obj/%.o,$(LIB_SRCS))
+HDRS      := $(wildcard include/*.h $(addsuffix /*.h,$(SRC_DIRS:/=)))
 
 LIBBPF_CFLAGS := $(shell $(PKGCONFIG) --cflags libbpf 2>/dev/null)
 LIBBPF_LIBS   := $(shell $(PKGCONFIG) --libs libbpf 2>/dev/null || echo -lbpf) -lelf -lz
 LIBMNL_LIBS   := $(shell $(PKGCONFIG) --libs libmnl 2>/dev/null || echo -lmnl)
 # rtnetlink through libmnl: linked wherever libbpf is.
 LIBBPF_LIBS   += $(LIBMNL_LIBS)
-# run --metrics-listen (src/metrics.c)
+# run --metrics-listen (src/export/metrics.c)
 LIBBPF_LIBS   += $(shell $(PKGCONFIG) --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 
 CFLAGS    ?= -g -O2
 CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -std=gnu11 \
 	     -Iinclude -Isrc -I$(OUTPUT) $(LIBBPF_CFLAGS)
 ifeq ($(SANITIZE),1)
-# Any finding stops the program (src/sanitize.c sets abort_on_error), so a
+# Any finding stops the program (src/core/sanitize.c sets abort_on_error), so a
 # test sees a failure rather than a report it does not read.
 SAN_CFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 	     -fno-omit-frame-pointer -DSP_SANITIZE
@@ -77,7 +81,7 @@ STACKPILOT_VERSION ?= $(shell test -e .git && git describe --tags --always --dir
 $(OUTPUT)/version.h: FORCE | $(OUTPUT)
 	$(Q)printf '#define SP_VERSION "%s"\n' '$(STACKPILOT_VERSION)' > $@.tmp; \
 	cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
-$(OUTPUT)/main.o: $(OUTPUT)/version.h
+$(OUTPUT)/obj/cli/main.o: $(OUTPUT)/version.h
 FORCE:
 
 # Keep the objects and skeletons between builds.
@@ -104,11 +108,12 @@ $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@.tmp && mv $@.tmp $@
 
-$(OUTPUT)/%.o: src/%.c $(HDRS) $(SKELS) | $(OUTPUT)
+$(OUTPUT)/obj/%.o: src/%.c $(HDRS) $(SKELS) | $(OUTPUT)
 	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(SAN_CFLAGS) -c $< -o $@
 
-$(OUTPUT)/stackpilot: $(OUTPUT)/main.o $(LIB_OBJS)
+$(OUTPUT)/stackpilot: $(OUTPUT)/obj/cli/main.o $(LIB_OBJS)
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $(SAN_CFLAGS) $^ $(LIBBPF_LIBS) -o $@
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * How the loader names a network namespace (sp_netns_id(), src/probe.c):
+ * How the loader names a network namespace (sp_netns_id(), src/core/probe.c):
  * by its cookie, or by its inode number where sockops programs cannot read
  * cookies (before 5.15). Written before load; the branch not taken is dead
  * code the verifier never sees, so neither needs the other's kernel (on

@@ -19,9 +19,9 @@
  *  RTO_CB          an RTO with full-size segments out, at an MTU not known
  *                  to pass: a black hole suspect. Tell the loader, which
  *                  searches the path with DF probes that cost no connection
- *                  anything (src/pmtu_search.c).
+ *                  anything (src/modules/pmtu/pmtu_search.c).
  *
- * Where the kernel allows fentry (src/probe.c), three fexit programs also
+ * Where the kernel allows fentry (src/core/probe.c), three fexit programs also
  * learn from the kernel's own path-MTU discoveries on this cgroup's
  * connections: an ICMP "fragmentation needed" / "packet too big" that
  * lowered a connection's MTU (tcp_v4/v6_mtu_reduced), and the kernel's own

@@ -18,7 +18,7 @@
  *	X(ctx, name, min, max, default, out_of_range, "help") ...
  *
  * and everything else is derived from that list: the config struct
- * (SP_CFG_FIELD below), the loader's table (SP_TUNABLE_ROW, src/sp.h) with
+ * (SP_CFG_FIELD below), the loader's table (SP_TUNABLE_ROW, src/core/sp.h) with
  * the defaults `run` writes and the ranges `set` checks, and the BPF
  * function that reads the config map and clamps it (SP_CFG_READ,
  * bpf/common.bpf.h), with the same defaults when the map cannot be read.
@@ -445,7 +445,7 @@ struct sp_meta {
 	__u32 nr_progs;
 	__u32 prog_ids[SP_MAX_PROGS];	/* for run counts and times */
 	char cgroup[256];
-	__u32 flags;		/* SP_META_* (src/persist.h): --persist, --dry-run */
+	__u32 flags;		/* SP_META_* (src/service/persist.h): --persist, --dry-run */
 	__u32 pad;
 	char state_file[256];	/* this run's saved tunables, where `set --persist` writes */
 	/* How late the event loop served its periodic timers (run.c, every second). */

@@ -814,14 +814,14 @@ int main(void)
 	int err;
 
 	if (!getenv("V")) libbpf_set_print(NULL);
-	/* What the loader refuses fragguard without (src/mod_fragguard.c, fit()). */
+	/* What the loader refuses fragguard without (src/modules/fragguard/fragguard.c, fit()). */
 	if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_SCHED_CLS, BPF_FUNC_loop, NULL) != 1) {
 		printf("SKIP fragguard/all: this kernel has no bpf_loop() (Linux 5.17), and the loader refuses fragguard without it\n");
 		return 0;
 	}
 	skel = fragguard_bpf__open();
 	/* The tc program alone: the kernel's drops and expiry (tp_btf, fentry)
-	 * are for the loader to choose per kernel (src/mod_fragguard.c). */
+	 * are for the loader to choose per kernel (src/modules/fragguard/fragguard.c). */
 	if (skel) {
 		bpf_program__set_autoload(skel->progs.sp_fragguard_drops, false);
 		bpf_program__set_autoload(skel->progs.sp_fragguard_expire4, false);

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "sp.h"
-#include "config.h"
+#include "core/sp.h"
+#include "service/config.h"
 #include "check.h"
 
 static void test_parse_u32(void)

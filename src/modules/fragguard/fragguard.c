@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fragguard: loader side. Attaches the tc ingress program to each --iface
+ * (a tcx link; a clsact filter only where the kernel lacks tcx, the qdisc
+ * created only where none exists and removed only if made here),
+ * counts the kernel's fragment drops with tp_btf/kfree_skb, and every 100 ms
+ * feeds the namespace's real reassembly memory (sockstat) and thresholds
+ * (sysctls) to the programs. The decisions are in bpf/fragguard.bpf.c;
+ * status is in fragguard_report.c.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "core/sp.h"
+#include "core/probe.h"
+#include "core/state.h"
+#include "fragguard.skel.h"
+
+static const struct sp_tunable tunables[] = {
+	SP_FRAGGUARD_TUNABLES(SP_TUNABLE_ROW, struct sp_fg_cfg)
+};
+
+/* clsact filter identity: "SP". A rerun after kill -9 replaces a stale one. */
+#define FG_TC_HANDLE	0x5350
+#define FG_TC_PRIO	0x5350
+
+#ifndef BPF_TCX_INGRESS
+#define BPF_TCX_INGRESS 46	/* uapi headers before 6.6 lack it; the kernel has it */
+#endif
+
+/*
+ * The tc program is attached through a tcx link where the kernel has tcx:
+ * the link is this process's fd, so the program goes when the run goes,
+ * kill -9 included. A clsact filter, the fallback, outlives a killed run
+ * (dropping with dead settings, then passing all once its heartbeat
+ * stops): it is recorded in the namespace's state file before it is
+ * attached ("fgfilter IFINDEX PROG_ID"), so that the next run in the
+ * namespace removes it, whatever its modules (undo_filter()), and the
+ * next fragguard start on the device replaces it.
+ */
+struct fg_inst {
+	struct fragguard_bpf *skel;
+	struct bpf_link *drops_link;	/* the kernel's reassembly drops: tp_btf, or fentry on its expiry */
+	struct bpf_link *expire_link[2];
+	int tcx_fd[SP_MAX_IFACES];
+	bool hook_created[SP_MAX_IFACES], filter_attached[SP_MAX_IFACES];
+	__u32 filter_prog[SP_MAX_IFACES];	/* the program of its state entry, 0: none */
+	__u64 netns;		/* cookie of the namespace the interfaces are in */
+};
+
+/* The state entry of the filter on --iface i: gone with the filter (or the device). */
+static void filter_forget(struct sp_run *run, struct fg_inst *in, int i)
+{
+	if (in->filter_prog[i])
+		sp_state_del("fgfilter %d %u", run->ifindex[i], in->filter_prog[i]);
+	in->filter_prog[i] = 0;
+}
+
+/*
+ * "fgfilter IFINDEX PROG_ID" of a killed run: its filter, if the device
+ * still runs that program there (a later run's, or another's, is left).
+ * The clsact qdisc stays: without filters it does nothing, and others' may
+ * have been added to it since.
+ */
+static int undo_filter(const char *args)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .attach_point = BPF_TC_INGRESS);
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = FG_TC_HANDLE, .priority = FG_TC_PRIO);
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, ours, .handle = FG_TC_HANDLE, .priority = FG_TC_PRIO);
+	unsigned int id;
+	int err;
+
+	if (sscanf(args, "%d %u", &hook.ifindex, &id) != 2)
+		return -EINVAL;
+	err = bpf_tc_query(&hook, &opts);
+	if (err)	/* no such device, qdisc or filter any more */
+		return err == -ENODEV || err == -EINVAL ? -ENOENT : err;
+	return opts.prog_id == id ? bpf_tc_detach(&hook, &ours) : -ESRCH;
+}
+
+static const struct sp_state_undo filter_undo = { .kind = "fgfilter", .undo = undo_filter };
+
+__attribute__((constructor)) static void register_undo(void)
+{
+	sp_state_undo_register(&filter_undo);
+}
+
+static void stop(struct sp_run *run, void *inst)
+{
+	struct fg_inst *in = inst;
+
+	if (!in)
+		return;
+	for (int i = 0; i < run->nr_ifaces; i++) {
+		DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = run->ifindex[i],
+				    .attach_point = BPF_TC_INGRESS);
+		DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = FG_TC_HANDLE,
+				    .priority = FG_TC_PRIO);
+
+		if (in->tcx_fd[i] >= 0)
+			close(in->tcx_fd[i]);
+		if (in->filter_attached[i])
+			bpf_tc_detach(&hook, &opts);
+		filter_forget(run, in, i);
+		if (in->hook_created[i]) {
+			hook.attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS;
+			bpf_tc_hook_destroy(&hook);
+		}
+	}
+	bpf_link__destroy(in->drops_link);
+	bpf_link__destroy(in->expire_link[0]);
+	bpf_link__destroy(in->expire_link[1]);
+	if (in->skel)
+		sp_unpin_obj_maps(in->skel->obj, run->pin_dir);
+	fragguard_bpf__destroy(in->skel);
+	free(in);
+}
+
+/*
+ * Where tcx is missing: a clsact filter, replacing one a killed run left;
+ * on disk before it is attached, for the next run to remove if we are killed.
+ */
+static int attach_clsact(struct sp_run *run, struct fg_inst *in, int i, int prog_fd)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = run->ifindex[i],
+			    .attach_point = BPF_TC_INGRESS);
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = FG_TC_HANDLE,
+			    .priority = FG_TC_PRIO, .prog_fd = prog_fd,
+			    .flags = BPF_TC_F_REPLACE);
+	struct bpf_prog_info info = {};
+	__u32 len = sizeof(info);
+	int err;
+
+	if (bpf_obj_get_info_by_fd(prog_fd, &info, &len))
+		return sp_err("fragguard: its program's id: %s", strerror(errno));
+	if (sp_state_add("fgfilter %d %u", run->ifindex[i], info.id))
+		return -1;
+	in->filter_prog[i] = info.id;
+	err = bpf_tc_hook_create(&hook);
+	if (err && err != -EEXIST) {
+		filter_forget(run, in, i);
+		return sp_err("fragguard: clsact on %s: %s", run->ifname[i], strerror(-err));
+	}
+	in->hook_created[i] = !err;
+	err = bpf_tc_attach(&hook, &opts);
+	if (err) {
+		filter_forget(run, in, i);
+		return sp_err("fragguard: tc ingress on %s: %s", run->ifname[i], strerror(-err));
+	}
+	in->filter_attached[i] = true;
+	return 0;
+}
+
+static int attach_iface(struct sp_run *run, struct fg_inst *in, int i, int prog_fd)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = run->ifindex[i],
+			    .attach_point = BPF_TC_INGRESS);
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, stale, .handle = FG_TC_HANDLE, .priority = FG_TC_PRIO);
+
+	in->tcx_fd[i] = sp_has(SP_F_TCX) ? bpf_link_create(prog_fd, run->ifindex[i], BPF_TCX_INGRESS, NULL) :
+						(errno = EOPNOTSUPP, -1);
+	if (in->tcx_fd[i] < 0) {
+		if (errno != EINVAL && errno != EOPNOTSUPP)
+			return sp_err("fragguard: tcx ingress on %s: %s", run->ifname[i], strerror(errno));
+		sp_log(SP_LOG_WARN, "fragguard: no tcx on this kernel; a clsact filter on %s "
+		       "instead (a killed run leaves it until the next start)", run->ifname[i]);
+		return attach_clsact(run, in, i, prog_fd);
+	}
+	/* A clsact filter of ours is a killed older run's: it would drop with dead settings. */
+	if (!bpf_tc_detach(&hook, &stale))
+		sp_log(SP_LOG_INFO, "fragguard: removed a stale filter on %s left by a killed run",
+		       run->ifname[i]);
+	return 0;
+}
+
+/* No drop reasons for reassembly (before 6.2), but fentry on its timers. */
+static bool expire_by_fentry(void)
+{
+	return !sp_has(SP_F_FRAG_REASONS) && sp_has(SP_F_FENTRY);
+}
+
+static void tick(struct sp_run *run, void *inst);
+
+static int start(struct sp_run *run, void **inst)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, oopts, .btf_custom_path = run->btf_path);
+	struct fg_inst *in = calloc(1, sizeof(*in));
+	struct fragguard_bpf *skel;
+	int err, prog_fd;
+
+	if (!(*inst = in))
+		return sp_err("fragguard: %s", strerror(ENOMEM));
+	/* --iface names are looked up here: the interfaces are in our namespace. */
+	if (sp_netns_id(&in->netns))
+		return sp_err("fragguard: this namespace's identity: %s", strerror(errno));
+	for (int i = 0; i < SP_MAX_IFACES; i++)
+		in->tcx_fd[i] = -1;
+	skel = in->skel = fragguard_bpf__open_opts(&oopts);
+	if (!skel)
+		return sp_err("fragguard: open: %s", strerror(errno));
+	bpf_program__set_expected_attach_type(skel->progs.sp_fragguard, BPF_TCX_INGRESS);
+	skel->rodata->sp_netns_by_ino = !sp_has(SP_F_NETNS_COOKIE);
+	skel->rodata->fg_netns = in->netns;
+	/* The kernel's own expiry: its drop reasons, else fentry on its timers,
+	 * else only the sweep (fit() below says what each costs). */
+	bpf_program__set_autoload(skel->progs.sp_fragguard_drops, sp_has(SP_F_FRAG_REASONS));
+	bpf_program__set_autoload(skel->progs.sp_fragguard_expire4, expire_by_fentry());
+	bpf_program__set_autoload(skel->progs.sp_fragguard_expire6, expire_by_fentry());
+	err = fragguard_bpf__load(skel);
+	if (err)
+		return sp_err("fragguard: load: %s", strerror(-err));
+	if (sp_module_publish(run, &sp_mod_fragguard, skel->obj, NULL, NULL))
+		return -1;
+	/* The first heartbeat before the first packet: a run killed before its
+	 * first tick must leave a filter that goes quiet too (never written
+	 * reads as alive). */
+	tick(run, in);
+	prog_fd = bpf_program__fd(skel->progs.sp_fragguard);
+	for (int i = 0; i < run->nr_ifaces; i++) {
+		__u32 ifx = run->ifindex[i];
+
+		if (attach_iface(run, in, i, prog_fd))
+			return -1;
+		bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_ifs), &ifx, &in->netns, BPF_ANY);
+	}
+	sp_run_add_prog(run, prog_fd);
+	if (sp_has(SP_F_FRAG_REASONS)) {
+		in->drops_link = bpf_program__attach(skel->progs.sp_fragguard_drops);
+		if (!in->drops_link)
+			return sp_err("fragguard: attach tp_btf/kfree_skb: %s", strerror(errno));
+		sp_run_add_prog(run, bpf_program__fd(skel->progs.sp_fragguard_drops));
+	} else if (expire_by_fentry()) {
+		struct bpf_program *p[2] = { skel->progs.sp_fragguard_expire4, skel->progs.sp_fragguard_expire6 };
+
+		for (int i = 0; i < 2; i++) {
+			in->expire_link[i] = bpf_program__attach(p[i]);
+			if (!in->expire_link[i])
+				return sp_err("fragguard: attach %s: %s", bpf_program__section_name(p[i]),
+					      strerror(errno));
+			sp_run_add_prog(run, bpf_program__fd(p[i]));
+		}
+	}
+	return 0;
+}
+
+/* What this kernel lets fragguard do (stackpilot probe). The newest need first:
+ * a refusal then names the kernel that has them all. */
+static void fit(struct sp_fit *f)
+{
+	if (!sp_fit_need(f, SP_F_LOOP) || !sp_fit_need(f, SP_F_TIMER) ||
+	    !sp_fit_need(f, SP_F_FOR_EACH))
+		return;
+	sp_fit_choice(f, "attach", SP_F_TCX, "tcx", "clsact",
+		      "a run killed with SIGKILL leaves its filter attached until the next start "
+		      "in the namespace removes it; from 2 s after the run's last tick it lets "
+		      "every fragment through (orphaned)");
+	/* The kernel's own reassembly drops: expiries, restarts, duplicates. */
+	if (sp_has(SP_F_FRAG_REASONS))
+		sp_fit_mech(f, "kernel drops", "drop reasons", NULL);
+	else if (expire_by_fentry())
+		sp_fit_mech(f, "kernel drops", "fentry expiry",
+			    "expiries are seen (ip_expire, ip6_frag_expire), restarts are not: an IPv4 "
+			    "datagram the kernel restarts (ipfrag_max_dist) stays charged at its old "
+			    "size until it completes or expires; kernel_drop_dup and "
+			    "kernel_drop_too_far stay 0");
+	else
+		sp_fit_mech(f, "kernel drops", "sweep",
+			    "a sweep every 250 ms releases what the kernel expired, up to 1/8 of "
+			    "ipfrag_time late (3.75 s of 30 s); restarts (ipfrag_max_dist) are not "
+			    "seen; kernel_drop_* stay 0");
+}
+
+/* The device took our link (or clsact filter) with it. */
+static void iface_gone(struct sp_run *run, void *inst, int i)
+{
+	struct fg_inst *in = inst;
+	__u32 ifx = run->ifindex[i];
+
+	if (in->tcx_fd[i] >= 0)
+		close(in->tcx_fd[i]);
+	in->tcx_fd[i] = -1;
+	in->filter_attached[i] = in->hook_created[i] = false;
+	filter_forget(run, in, i);
+	if (in->skel)
+		bpf_map_delete_elem(bpf_map__fd(in->skel->maps.fragguard_ifs), &ifx);
+}
+
+static int iface_back(struct sp_run *run, void *inst, int i, int old_ifindex)
+{
+	struct fg_inst *in = inst;
+	__u32 ifx = run->ifindex[i];
+
+	if (!in->skel || attach_iface(run, in, i, bpf_program__fd(in->skel->progs.sp_fragguard)))
+		return -1;
+	bpf_map_update_elem(bpf_map__fd(in->skel->maps.fragguard_ifs), &ifx, &in->netns, BPF_ANY);
+	return 0;
+}
+
+static const struct sp_target_ops target_ops = {
+	.module = &sp_mod_fragguard, .iface_gone = iface_gone, .iface_back = iface_back,
+};
+
+__attribute__((constructor)) static void register_target_ops(void)
+{
+	sp_target_ops_register(&target_ops);
+}
+
+static unsigned long long read_ull(const char *path)
+{
+	unsigned long long v = 0;
+	FILE *f = fopen(path, "r");
+
+	if (f) {
+		if (fscanf(f, "%llu", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v;
+}
+
+/* "FRAG: inuse N memory M" (sockstat) / "FRAG6: inuse N memory M" (sockstat6). */
+static unsigned long long sockstat_frag_mem(const char *path, const char *tag)
+{
+	char line[256];
+	unsigned long long inuse, mem = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, tag, strlen(tag)) &&
+		    sscanf(line + strlen(tag), " inuse %llu memory %llu", &inuse, &mem) == 2)
+			break;
+	fclose(f);
+	return mem;
+}
+
+/* Also the filter's heartbeat: without it for SP_FG_STALE_NS, it passes everything. */
+static void tick(struct sp_run *run, void *inst)
+{
+	struct fg_inst *in = inst;
+	struct timespec ts;
+	struct sp_fg_global g[2] = {
+		{ sockstat_frag_mem("/proc/net/sockstat", "FRAG:"),
+		  read_ull("/proc/sys/net/ipv4/ipfrag_high_thresh"),
+		  read_ull("/proc/sys/net/ipv4/ipfrag_time") * 1000000000ULL, 0 },
+		{ sockstat_frag_mem("/proc/net/sockstat6", "FRAG6:"),
+		  read_ull("/proc/sys/net/ipv6/ip6frag_high_thresh"),
+		  read_ull("/proc/sys/net/ipv6/ip6frag_time") * 1000000000ULL, 0 },
+	};
+
+	if (!in->skel)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	g[0].updated_ns = g[1].updated_ns = ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+	for (__u32 i = 0; i < 2; i++)
+		bpf_map_update_elem(bpf_map__fd(in->skel->maps.fragguard_glob), &i, &g[i], BPF_ANY);
+}
+
+const struct sp_module sp_mod_fragguard = {
+	.name = "fragguard",
+	.summary = "per-peer IP fragment memory control at tc ingress of --iface devices",
+	.cfg_map = "fragguard_cfg",
+	.cfg_size = sizeof(struct sp_fg_cfg),
+	.tunables = tunables,
+	.nr_tunables = sizeof(tunables) / sizeof(tunables[0]),
+	.counter_map = "fragguard_ctr",
+	.counters = sp_fg_counters,
+	.nr_counters = SP_FG_NR,
+	.needs_iface = true,
+	.fit = fit,
+	.start = start,
+	.stop = stop,
+	.tick = tick,
+	.report = sp_fg_report,
+};

@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pmtu: loader side. The sockops program (bpf/pmtu.bpf.c) learns from
+ * connections and reports black-hole suspects on a ring buffer; the loader
+ * searches each suspect with DF probes (pmtu_search.c, pmtu_probe.c), writes
+ * the result to the map and with pmtu.route=1 into a route MTU
+ * (pmtu_route.c). This file: tunables, start/stop, --mtu-probing, status.
+ * Probes run in the loader's network namespace: run stackpilot in the
+ * namespace whose connections it serves (ip netns exec NS stackpilot run).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "modules/pmtu/pmtu.h"
+#include "pmtu.skel.h"
+#include "core/probe.h"
+#include "core/state.h"
+
+#define MTU_PROBING "net/ipv4/tcp_mtu_probing"
+
+static const struct sp_tunable tunables[] = {
+	SP_PMTU_TUNABLES(SP_TUNABLE_ROW, struct sp_pmtu_cfg)
+};
+
+__u64 pmtu_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+void pmtu_read_cfg(struct pmtu_state *st, struct sp_pmtu_cfg *c)
+{
+	__u32 zero = 0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(st->skel->maps.pmtu_cfg), &zero, c))
+		memset(c, 0, sizeof(*c));
+	/* Written from outside too: clamp as the BPF side does. */
+	for (int i = 0; i < (int)(sizeof(tunables) / sizeof(tunables[0])); i++) {
+		__u32 *v = (__u32 *)((char *)c + tunables[i].off);
+
+		if (*v < tunables[i].min)
+			*v = tunables[i].min;
+		if (*v > tunables[i].max)
+			*v = tunables[i].max;
+	}
+}
+
+/* ---- --mtu-probing ------------------------------------------------------ */
+
+static int check_mtu_probing(const char *arg)
+{
+	__u32 v;
+
+	if (sp_parse_u32(arg, 0, 2, &v))
+		return sp_fail(2, "--mtu-probing %s: expected 0, 1 or 2", arg);
+	return 0;
+}
+
+static const struct sp_run_opt mtu_probing_opt = {
+	.module = &sp_mod_pmtu, .name = "mtu-probing", .arg = "N",
+	.help = "net.ipv4.tcp_mtu_probing = N (0-2) here while running",
+	.check = check_mtu_probing,
+};
+
+__attribute__((constructor)) static void register_opts(void)
+{
+	sp_run_opt_register(&mtu_probing_opt);
+}
+
+/*
+ * One run per namespace owns tcp_mtu_probing: a second run asking for it is
+ * refused, so that no exit restores a value from under a live run. What is
+ * set is on disk first, for the next run to restore if this one is killed.
+ */
+static int apply_mtu_probing(struct pmtu_state *st)
+{
+	if (st->mtu_probing_arg < 0) {
+		if (sp_sysctl_read(MTU_PROBING) == 0)
+			sp_log(SP_LOG_WARN, "pmtu: net.ipv4.tcp_mtu_probing is 0 here: the kernel "
+			       "never detects black holes itself; --mtu-probing 1 (in a config file, "
+			       "mtu-probing = 1) sets it for this run");
+		return 0;
+	}
+	return sp_sysctl_own(MTU_PROBING, st->mtu_probing_arg, &st->saved_mtu_probing,
+			     "pmtu: --mtu-probing");
+}
+
+/* ---- start / stop ------------------------------------------------------- */
+
+static void stop(struct sp_run *run, void *inst)
+{
+	struct pmtu_state *st = inst;
+
+	if (!st)
+		return;
+	pmtu_search_stop(st);
+	pmtu_route_forget_all(st);
+	sp_sysctl_release(MTU_PROBING, st->saved_mtu_probing, st->mtu_probing_arg);
+	for (int i = 0; i < 3; i++)
+		bpf_link__destroy(st->klinks[i]);
+	if (st->skel)
+		sp_module_unpublish(run, st->skel->obj, &st->link);
+	pmtu_bpf__destroy(st->skel);
+	free(st);
+}
+
+static int start(struct sp_run *run, void **inst)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = run->btf_path);
+	struct pmtu_state *st = calloc(1, sizeof(*st));
+	const char *arg = sp_run_opt_arg(run, &mtu_probing_opt);
+	__u32 v;
+	int err;
+
+	if (!(*inst = st))
+		return sp_err("pmtu: %s", strerror(ENOMEM));
+	st->saved_mtu_probing = -1;
+	st->mtu_probing_arg = arg && !sp_parse_u32(arg, 0, 2, &v) ? (int)v : -1;
+	if (sp_netns_id(&st->netns))
+		return sp_err("pmtu: reading this namespace's identity: %s", strerror(errno));
+	/* Before anything is attached: a refused run leaves no trace, even briefly. */
+	if (apply_mtu_probing(st))
+		return -1;
+	st->skel = pmtu_bpf__open_opts(&opts);
+	if (!st->skel)
+		return sp_err("pmtu: open: %s", strerror(errno));
+	st->skel->rodata->sp_netns_by_ino = !sp_has(SP_F_NETNS_COOKIE);
+	/* The fexit programs find the cgroup's sockets by their socket storage. */
+	if (!sp_has(SP_F_FENTRY_SK)) {
+		bpf_program__set_autoload(st->skel->progs.sp_pmtu_icmp4, false);
+		bpf_program__set_autoload(st->skel->progs.sp_pmtu_icmp6, false);
+		bpf_program__set_autoload(st->skel->progs.sp_pmtu_sync, false);
+	}
+	err = pmtu_bpf__load(st->skel);
+	if (err)
+		return sp_err("pmtu: load: %s", strerror(-err));
+	if (pmtu_search_start(st) ||
+	    sp_module_publish(run, &sp_mod_pmtu, st->skel->obj, st->skel->progs.sp_pmtu, &st->link))
+		return -1;
+	if (sp_has(SP_F_FENTRY_SK)) {
+		struct bpf_program *kp[] = { st->skel->progs.sp_pmtu_icmp4, st->skel->progs.sp_pmtu_icmp6,
+					     st->skel->progs.sp_pmtu_sync };
+
+		for (int i = 0; i < 3; i++) {
+			st->klinks[i] = bpf_program__attach(kp[i]);
+			if (!st->klinks[i])
+				return sp_err("pmtu: attach %s: %s", bpf_program__section_name(kp[i]),
+					      strerror(errno));
+			sp_run_add_prog(run, bpf_program__fd(kp[i]));
+		}
+	}
+	return 0;
+}
+
+/* What this kernel lets pmtu do (stackpilot probe). */
+static void fit(struct sp_fit *f)
+{
+	if (!sp_fit_need(f, SP_F_SKC_TCP) || !sp_fit_need(f, SP_F_SK_STORAGE) ||
+	    !sp_fit_need(f, SP_F_RINGBUF))
+		return;
+	sp_fit_choice(f, "clamp", SP_F_MAXSEG, "TCP_MAXSEG", "no clamp",
+		      "connections are not clamped: later connections start right only where "
+		      "pmtu.route=1 installs a route MTU, which every socket of the namespace uses");
+	sp_fit_choice(f, "namespaces", SP_F_NETNS_COOKIE, "netns cookie", "netns inode",
+		      "what a namespace learned may apply to a later namespace that gets its inode "
+		      "number, until it expires (interval_s)");
+	/* The kernel's own discoveries: ICMP reductions and tcp_mtu_probing's results. */
+	sp_fit_choice(f, "kernel pmtu", SP_F_FENTRY_SK, "fentry", "no fentry",
+		      "paths are learned from stackpilot's own probes and from connections that "
+		      "deliver learn_kb, not from ICMP messages or the kernel's own MTU probing");
+}
+
+/* ---- status ------------------------------------------------------------- */
+
+static const struct sp_counter counters[SP_PM_NR] = {
+	[SP_PM_CONNECTS] = { "connects", "active opens seen" },
+	[SP_PM_CLAMPED] = { "started_with_learned_mss", "connections started with a learned MSS" },
+	[SP_PM_LEARNED] = { "learned_from_connections", "connections that proved an MTU good" },
+	[SP_PM_SUSPECTS] = { "black_hole_suspects", "RTOs that looked like a black hole" },
+	[SP_PM_EVENTS_LOST] = { "events_lost", "searches asked but lost: ring buffer full" },
+	[SP_PM_ACCEPTS] = { "accepts", "passive opens seen" },
+	[SP_PM_ASKED] = { "searches_asked", "first connections to a destination not known: search asked" },
+	[SP_PM_WOULD_CLAMP] = { "would_clamp", "enforce=0: connections that would have started with a learned MSS" },
+	[SP_PM_ASKS_LIMITED] = { "asks_limited", "new destinations not asked for: more than searches_per_s (burst 64)" },
+	[SP_PM_CLAMP_REFUSED] = { "clamp_refused", "clamps the kernel refused: TCP_MAXSEG from sockops programs is 6.1 and later" },
+	[SP_PM_KERNEL] = { "learned_from_kernel", "paths learned from the kernel's own discoveries: ICMP reductions, its MTU probing (fentry kernels)" },
+};
+static const char *const states[] = { "learned", "suspect", "searched", "no_probe", "asked" };
+static const char *const methods[] = { "", "echo", "syn", "icmp", "kernel" };
+
+static const struct sp_field dst_cols[] = {
+	{ "dst", SP_STRING, false, "", "destination (the prefix of its entry)" },
+	{ "low_mtu", SP_GAUGE, false, "bytes", "largest size known to pass" },
+	{ "high_mtu", SP_GAUGE, false, "bytes", "smallest size known not to pass; 0: none" },
+	{ "low_mss", SP_GAUGE, false, "bytes", "the MSS later connections start with" },
+	{ "state", SP_STRING, false, "", "learned, suspect, searched, no_probe or asked" },
+	{ "age_s", SP_GAUGE, true, "seconds", "since the entry last changed" },
+	{ "probes", SP_COUNTER, false, "", "probes sent to it" },
+	{ "clamped", SP_COUNTER, false, "", "connections started with its MSS" },
+	{ "route_mtu", SP_GAUGE, false, "bytes", "MTU of our route to it; 0: none" },
+	{ "method", SP_STRING, false, "", "what answered its last search (echo, syn), or what the kernel found (icmp, kernel), or empty" },
+	{ "port", SP_GAUGE, false, "", "TCP port of the SYN probes that answered; 0: none" },
+	{ "probe_bytes", SP_COUNTER, false, "bytes", "IP bytes of the probes sent to it" },
+};
+
+static void report(const char *pin_dir, struct sp_report *rep)
+{
+	int fd = sp_open_pinned(pin_dir, "pmtu_dsts");
+	struct sp_pmtu_key k, next;
+	struct sp_pmtu_entry e;
+	struct sp_table *t;
+	struct sp_val *row;
+	void *prev = NULL;
+	__u64 now = pmtu_now_ns();
+
+	if (fd < 0)
+		return;
+	t = sp_table_add(rep, "destinations", "what is known of each destination's path MTU",
+			 dst_cols, sizeof(dst_cols) / sizeof(dst_cols[0]));
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		int v6 = next.family == AF_INET6;
+
+		k = next;
+		prev = &k;
+		if (bpf_map_lookup_elem(fd, &k, &e))
+			continue;
+		if (!(row = sp_table_row(t)))
+			break;	/* a full table: at most SP_TABLE_ROWS (100) shown */
+		inet_ntop(v6 ? AF_INET6 : AF_INET, k.addr, row[0].s, sizeof(row[0].s));
+		row[1].i = e.low;
+		row[2].i = e.high;
+		row[3].i = e.low ? e.low - (v6 ? 60 : 40) : 0;
+		snprintf(row[4].s, sizeof(row[4].s), "%s", e.state < 5 ? states[e.state] : "?");
+		row[5].d = (now - e.updated_ns) / 1e9;
+		row[6].u = e.probes;
+		row[7].u = e.clamped;
+		row[8].i = e.route_mtu;
+		snprintf(row[9].s, sizeof(row[9].s), "%s",
+			 e.method < sizeof(methods) / sizeof(methods[0]) ? methods[e.method] : "?");
+		row[10].i = e.port;
+		row[11].u = e.probe_bytes;
+	}
+	close(fd);
+}
+
+const struct sp_module sp_mod_pmtu = {
+	.name = "pmtu",
+	.summary = "learn each destination's path MTU once; start later connections at it",
+	.cfg_map = "pmtu_cfg",
+	.cfg_size = sizeof(struct sp_pmtu_cfg),
+	.tunables = tunables,
+	.nr_tunables = sizeof(tunables) / sizeof(tunables[0]),
+	.needs_cgroup = true,
+	.counter_map = "pmtu_ctr",
+	.counters = counters,
+	.nr_counters = SP_PM_NR,
+	.fit = fit,
+	.start = start,
+	.stop = stop,
+	.report = report,
+};

@@ -1,0 +1,549 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * `run --config FILE`: one process, one struct sp_run per [cgroup] section
+ * (its own module instances, programs, maps and pins, under
+ * PIN_DIR/<name>, see sp_cgroup_pin_name) and one for the interfaces of
+ * the global settings (pins in PIN_DIR itself). Every instance ticks in
+ * the one event loop (run.c).
+ *
+ * A cgroup that does not exist yet is waited for with inotify on its parent
+ * folder (IN_CREATE), so a service started later is attached as its cgroup
+ * is made, before systemd has moved the service's process into it; and, for
+ * a parent that does not exist either, by a stat of each path every
+ * CHECK_MS. One that goes away is detached (its programs went with the
+ * cgroup) and waited for again. A killed config run's locks go with it;
+ * its pins are removed by the next run on the pin folder (sp_sweep_pins).
+ *
+ * SIGHUP re-reads the file. Only what changed is touched: a tunable whose
+ * configured value changed is written in place into the running map (so a
+ * `set` of another key stays), a cgroup whose modules changed is attached
+ * anew, added ones are attached and removed ones detached; the others keep
+ * their programs and links. A file with an error changes nothing.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <bpf/bpf.h>
+#include "core/sp.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "core/state.h"
+#include "service/config.h"
+#include "service/persist.h"
+
+#define CHECK_MS 200
+#define MTU_PROBING "net/ipv4/tcp_mtu_probing"
+
+enum { I_WAITING, I_ATTACHED, I_FAILED };
+
+struct inst {
+	struct sp_run run;
+	struct sp_cfg_section sec;	/* what it runs */
+	char abs[600];			/* the cgroup's folder; "" for the interfaces' */
+	int state;
+	ino_t ino;			/* of the cgroup attached, or that failed */
+	int pin_lock;			/* a cgroup's pin folder's flock, while attached */
+};
+
+static struct {
+	struct sp_config *cfg;
+	struct inst *cg[SP_MAX_CGROUPS];
+	int n;
+	struct inst *ifaces;		/* NULL without iface = */
+	char mnt[256];
+	bool keep_log_level, dry_run;
+	int ino_fd;			/* parents of the cgroups waited for */
+	int saved_probing;		/* tcp_mtu_probing before mtu-probing =, or -1 */
+	struct sp_watch *ino_w;
+} S = { .ino_fd = -1, .saved_probing = -1 };
+
+/* sp_run.cfg_init: the configured values over the defaults, before attaching. */
+static void cfg_init(struct sp_run *run, const struct sp_module *m, void *cfg)
+{
+	const struct sp_cfg_section *sec = &((struct inst *)run->owner)->sec;
+
+	for (int i = 0; i < sec->nr_sets; i++)
+		if (sec->sets[i].m == m)
+			memcpy((char *)cfg + sec->sets[i].t->off, &sec->sets[i].val, sizeof(__u32));
+}
+
+static const char *what(const struct inst *in)
+{
+	return in->abs[0] ? in->sec.path : "interfaces";
+}
+
+static void modules_str(__u32 mask, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < sp_nr_modules && n < len; i++)
+		if (mask & (1u << i))
+			n += snprintf(buf + n, len - n, "%s%s", n ? "," : "", sp_modules[i]->name);
+}
+
+static void reset_run(struct inst *in)
+{
+	struct sp_run *run = &in->run;
+
+	memset(run, 0, sizeof(*run));
+	run->cgroup_fd = -1;
+	run->cfg_init = cfg_init;
+	run->owner = in;
+	run->keep_pin_dir = !in->abs[0];	/* the interfaces' pins are in the cgroups' parent */
+	run->persist = true;	/* a service: what `set` changes and pmtu learns outlives the run */
+	run->dry_run = S.dry_run;
+	run->modules = in->sec.modules;
+	run->btf_path = S.cfg->btf[0] ? S.cfg->btf : NULL;
+}
+
+static void detach(struct inst *in)
+{
+	if (in->state != I_ATTACHED)
+		return;
+	sp_run_detach(&in->run);
+	sp_unlock_targets(&in->run);
+	if (in->run.cgroup_fd >= 0)
+		close(in->run.cgroup_fd);
+	in->run.cgroup_fd = -1;
+	if (in->pin_lock >= 0)
+		close(in->pin_lock);
+	in->pin_lock = -1;
+	in->state = I_WAITING;
+}
+
+/*
+ * Wake on_check() when something is made in the parent of a cgroup waited
+ * for. Watches are per folder (adding one again is a no-op) and go when the
+ * folder does; one left on a folder no longer needed costs a spurious check.
+ */
+static void watch_parent(const struct inst *in)
+{
+	char parent[sizeof(in->abs)], *slash;
+
+	snprintf(parent, sizeof(parent), "%s", in->abs);
+	slash = strrchr(parent, '/');
+	if (S.ino_fd < 0 || !slash || slash == parent)
+		return;
+	*slash = '\0';
+	inotify_add_watch(S.ino_fd, parent, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
+}
+
+/* 0: attached, waiting for its cgroup, or failed before on this one; -1: failed now (said why). */
+static int attach(struct inst *in)
+{
+	struct sp_run *run = &in->run;
+	char where[300], mods[128];
+	struct stat st;
+	bool theirs = false;	/* the pin folder is another run's */
+	int err;
+
+	if (in->abs[0] && (stat(in->abs, &st) || !S_ISDIR(st.st_mode))) {
+		if (in->state == I_FAILED)
+			in->state = I_WAITING;
+		watch_parent(in);
+		return 0;
+	}
+	/* Tried once on this very cgroup: again when it is re-created or on reload. */
+	if (in->abs[0] && in->state == I_FAILED && st.st_ino == in->ino)
+		return 0;
+	reset_run(in);
+	snprintf(where, sizeof(where), "cgroup %s", in->sec.path);
+	sp_err_where = in->abs[0] ? where : NULL;
+	if (in->abs[0]) {
+		in->ino = st.st_ino;
+		err = sp_resolve_cgroup(in->sec.path, run->cgroup, sizeof(run->cgroup));
+		if (!err && (run->cgroup_fd = open(run->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+			err = sp_err("cannot open %s: %s", run->cgroup, strerror(errno));
+		if (!err && sp_pin_path(run->pin_dir, sizeof(run->pin_dir), S.cfg->pin_dir, in->sec.name))
+			err = -1;
+	} else {
+		err = 0;
+		snprintf(run->pin_dir, sizeof(run->pin_dir), "%s", S.cfg->pin_dir);
+		run->nr_ifaces = S.cfg->nr_ifaces;
+		for (int i = 0; i < run->nr_ifaces && !err; i++) {
+			snprintf(run->ifname[i], sizeof(run->ifname[i]), "%s", S.cfg->ifname[i]);
+			if (!(run->ifindex[i] = if_nametoindex(run->ifname[i])))
+				err = sp_err("iface %s: no such interface", run->ifname[i]);
+		}
+	}
+	/*
+	 * A cgroup's pin folder is locked as a single run's is: a run given it
+	 * as --pin-path would otherwise take its pins for a killed run's and
+	 * remove them. (The interfaces' folder is the run's own, locked already.)
+	 */
+	if (!err)
+		err = sp_lock_targets(run);
+	if (!err && in->abs[0] && (in->pin_lock = sp_lock_pin_dir(run->pin_dir)) < 0) {
+		theirs = true;
+		err = -1;
+	}
+	if (!err)
+		err = sp_run_attach(run);
+	sp_err_where = NULL;
+	if (err) {
+		sp_unlock_targets(run);
+		if (run->cgroup_fd >= 0)
+			close(run->cgroup_fd);
+		run->cgroup_fd = -1;
+		if (in->abs[0] && !theirs)
+			rmdir(run->pin_dir);
+		if (in->pin_lock >= 0)
+			close(in->pin_lock);
+		in->pin_lock = -1;
+		in->state = I_FAILED;
+		return -1;
+	}
+	in->state = I_ATTACHED;
+	modules_str(in->sec.modules, mods, sizeof(mods));
+	sp_log(SP_LOG_INFO, "%s%s: attached %s; pins in %s", in->abs[0] ? "cgroup " : "",
+	       what(in), mods, run->pin_dir);
+	return 0;
+}
+
+static struct inst *inst_new(const struct sp_cfg_section *sec)
+{
+	struct inst *in = calloc(1, sizeof(*in));
+
+	if (!in) {
+		sp_err("%s", strerror(ENOMEM));
+		return NULL;
+	}
+	in->sec = *sec;
+	in->run.cgroup_fd = -1;
+	in->pin_lock = -1;
+	if (sec->path[0])
+		snprintf(in->abs, sizeof(in->abs), "%s%s%s", S.mnt, strcmp(sec->path, "/") ? "/" : "",
+			 strcmp(sec->path, "/") ? sec->path : "");
+	return in;
+}
+
+static void inst_free(struct inst *in)
+{
+	if (!in)
+		return;
+	detach(in);
+	free(in);
+}
+
+/* Cgroups that appeared, went, or came back as another cgroup of the same path. */
+static void on_check(void *ctx)
+{
+	struct stat st;
+
+	for (int i = 0; i < S.n; i++) {
+		struct inst *in = S.cg[i];
+
+		if (in->state == I_ATTACHED &&
+		    (stat(in->abs, &st) || st.st_ino != in->ino)) {
+			sp_log(SP_LOG_INFO, "cgroup %s is gone: detached; attached again when it is back",
+			       in->sec.path);
+			detach(in);
+		}
+		if (in->state != I_ATTACHED && attach(in))
+			sp_log(SP_LOG_ERROR, "cgroup %s: not attached; tried again when it is "
+			       "re-created or the file is reloaded", in->sec.path);
+	}
+}
+
+static void on_inotify(void *ctx)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+	while (read(S.ino_fd, buf, sizeof(buf)) > 0)
+		;
+	on_check(ctx);
+}
+
+/* ---- reload ---------------------------------------------------------------- */
+
+/*
+ * The file changed t: replace a value `set` saved for it. Also for a cgroup
+ * waited for (its service stopped), named by its path, or the saved value
+ * would win over the file's new one when the cgroup is back.
+ */
+static int saved_reload(struct inst *in, const struct sp_module *m, const struct sp_tunable *t,
+			__u32 v)
+{
+	struct sp_run *run;
+	int err;
+
+	if (in->state == I_ATTACHED)
+		return sp_persist_reload(&in->run, m, t, v);
+	if (strlen(in->abs) >= sizeof(run->cgroup) || !(run = calloc(1, sizeof(*run))))
+		return -1;
+	run->persist = true;
+	memcpy(run->cgroup, in->abs, strlen(in->abs) + 1);
+	err = sp_persist_reload(run, m, t, v);
+	free(run);
+	return err;
+}
+
+/* Write the tunables of in whose configured value differs in sec; one line each. */
+static int retune(struct inst *in, const struct sp_cfg_section *sec)
+{
+	unsigned char cfg[256];
+	int changed = 0;
+
+	for (int i = 0; i < sp_nr_modules; i++) {
+		const struct sp_module *m = sp_modules[i];
+		bool dirty = false;
+
+		if (!(sec->modules & (1u << i)))
+			continue;
+		if (in->state == I_ATTACHED && sp_cfg_read(in->run.pin_dir, m, cfg))
+			continue;
+		for (int k = 0; k < m->nr_tunables; k++) {
+			const struct sp_tunable *t = &m->tunables[k];
+			__u32 was = sp_cfg_value(&in->sec, m, t), now = sp_cfg_value(sec, m, t);
+
+			if (was == now)
+				continue;
+			/*
+			 * A value `set` saved for t that cannot be replaced would come
+			 * back at the next start: the running one stays too, rather
+			 * than a change a restart silently takes back.
+			 */
+			if (saved_reload(in, m, t, now)) {
+				sp_log(SP_LOG_ERROR, "%s: %s.%s not changed to %u: the value `set` saved "
+				       "for it could not be replaced", what(in), m->name, t->name, now);
+				continue;
+			}
+			memcpy(cfg + t->off, &now, sizeof(now));
+			dirty = true;
+			changed++;
+			sp_log(SP_LOG_INFO, "%s%s: %s.%s %u -> %u", in->abs[0] ? "cgroup " : "",
+			       what(in), m->name, t->name, was, now);
+		}
+		if (dirty && in->state == I_ATTACHED && sp_cfg_write(in->run.pin_dir, m, cfg))
+			sp_log(SP_LOG_ERROR, "%s: writing %s's tunables failed", what(in), m->name);
+	}
+	in->sec = *sec;
+	return changed;
+}
+
+/* What may not change without a restart: the pins' place and what serves the metrics. */
+static int check_fixed(const struct sp_config *o, const struct sp_config *c)
+{
+	if (strcmp(o->pin_dir, c->pin_dir))
+		return sp_err("pin-path cannot change on reload (restart the run)");
+	if (strcmp(o->btf, c->btf))
+		return sp_err("btf cannot change on reload (restart the run)");
+	if (o->interval != c->interval)
+		return sp_err("interval cannot change on reload (restart the run)");
+	if (o->mtu_probing != c->mtu_probing)
+		return sp_err("mtu-probing cannot change on reload (restart the run)");
+	if (strcmp(o->metrics_textfile, c->metrics_textfile) ||
+	    strcmp(o->metrics_listen, c->metrics_listen))
+		return sp_err("metrics-textfile and metrics-listen cannot change on reload (restart the run)");
+	return 0;
+}
+
+static bool same_ifaces(const struct sp_config *o, const struct sp_config *c)
+{
+	if (o->nr_ifaces != c->nr_ifaces || o->global.modules != c->global.modules)
+		return false;
+	for (int i = 0; i < c->nr_ifaces; i++)
+		if (strcmp(o->ifname[i], c->ifname[i]))
+			return false;
+	return true;
+}
+
+/* The interfaces' instance: tunables in place, or attached anew when the list changed. */
+static int apply_ifaces(struct sp_config *c)
+{
+	if (S.ifaces && S.ifaces->state == I_ATTACHED && same_ifaces(S.cfg, c))
+		return retune(S.ifaces, &c->global);
+	if (!S.ifaces && !c->nr_ifaces)
+		return 0;
+	inst_free(S.ifaces);
+	S.ifaces = NULL;
+	if (c->nr_ifaces && (S.ifaces = inst_new(&c->global)) && attach(S.ifaces))
+		sp_log(SP_LOG_ERROR, "interfaces: not attached; tried again on reload");
+	else
+		sp_log(SP_LOG_INFO, "interfaces: %s", c->nr_ifaces ? "attached anew" : "detached");
+	return 1;
+}
+
+static void reload(void)
+{
+	struct sp_config *c = malloc(sizeof(*c));
+	struct inst *next[SP_MAX_CGROUPS] = {};
+	char why[512] = "";
+	int changed = 0, err;
+
+	if (!c) {
+		sp_log(SP_LOG_ERROR, "reload: %s: the running policy stays", strerror(ENOMEM));
+		return;
+	}
+	sp_err_capture = why;
+	sp_err_capture_len = sizeof(why);
+	/* The metrics settings are the running ones (check_fixed): not applied again. */
+	err = sp_config_load(S.cfg->file, c) || sp_config_check_host(c, false) || check_fixed(S.cfg, c);
+	sp_err_capture = NULL;
+	if (err) {
+		sp_log(SP_LOG_ERROR, "reload rejected, the running policy stays: %s", why);
+		free(c);
+		return;
+	}
+	if (!S.keep_log_level && c->log_level >= 0)
+		sp_log_level = c->log_level;
+	/* Removed cgroups first: their locks and pins are free for the others. */
+	for (int i = 0; i < S.n; i++) {
+		int k = 0;
+
+		while (k < c->nr_cgroups && strcmp(c->cg[k].name, S.cg[i]->sec.name))
+			k++;
+#ifdef SP_MUTANT_RELOAD_REATTACH	/* make mutants: unchanged cgroups attached anew */
+		if (0) {
+#else
+		if (k < c->nr_cgroups && c->cg[k].modules == S.cg[i]->sec.modules) {
+#endif
+			next[k] = S.cg[i];
+			changed += retune(next[k], &c->cg[k]);
+			/* One that could not be attached is tried again now. */
+			if (next[k]->state == I_FAILED) {
+				next[k]->state = I_WAITING;
+				if (attach(next[k]))
+					sp_log(SP_LOG_ERROR, "cgroup %s: still not attached", c->cg[k].path);
+			}
+			continue;
+		}
+		sp_log(SP_LOG_INFO, "cgroup %s: %s", S.cg[i]->sec.path,
+		       k < c->nr_cgroups ? "modules changed: attached anew" : "removed from the file: detached");
+		inst_free(S.cg[i]);
+		changed++;
+	}
+	changed += apply_ifaces(c);
+	for (int k = 0; k < c->nr_cgroups; k++) {
+		if (next[k])
+			continue;
+		changed++;
+		if (!(next[k] = inst_new(&c->cg[k])))
+			continue;
+		if (attach(next[k]))
+			sp_log(SP_LOG_ERROR, "cgroup %s: not attached; tried again when it is "
+			       "re-created or the file is reloaded", c->cg[k].path);
+		else if (next[k]->state == I_WAITING)
+			sp_log(SP_LOG_INFO, "cgroup %s: added; attached when it exists", c->cg[k].path);
+	}
+	S.n = 0;
+	for (int k = 0; k < c->nr_cgroups; k++)
+		if (next[k])
+			S.cg[S.n++] = next[k];
+	/* In place: metrics.c holds pointers to the (unchanged) metrics strings. */
+	memcpy(S.cfg, c, sizeof(*c));
+	free(c);
+	sp_log(SP_LOG_INFO, "reloaded %s: %d change%s", S.cfg->file, changed, changed == 1 ? "" : "s");
+}
+
+/* ---- run ------------------------------------------------------------------- */
+
+static void stop_all(void)
+{
+	for (int i = 0; i < S.n; i++)
+		inst_free(S.cg[i]);
+	S.n = 0;
+	inst_free(S.ifaces);
+	S.ifaces = NULL;
+}
+
+static int start_all(void)
+{
+	struct sp_config *c = S.cfg;
+	int waiting = 0;
+
+	if (c->nr_ifaces && (!(S.ifaces = inst_new(&c->global)) || attach(S.ifaces)))
+		return -1;
+	for (int i = 0; i < c->nr_cgroups; i++) {
+		if (!(S.cg[i] = inst_new(&c->cg[i])))
+			return -1;
+		S.n++;
+		/* At start, a cgroup that exists and cannot be attached is an error of the set-up. */
+		if (attach(S.cg[i]))
+			return -1;
+		if (S.cg[i]->state == I_WAITING) {
+			waiting++;
+			sp_log(SP_LOG_INFO, "cgroup %s does not exist yet: attached when it appears",
+			       c->cg[i].path);
+		}
+	}
+	printf("stackpilot: attached from %s: %d cgroup%s (%d waiting for theirs)", c->file,
+	       c->nr_cgroups - waiting, c->nr_cgroups - waiting == 1 ? "" : "s", waiting);
+	for (int i = 0; i < c->nr_ifaces; i++)
+		printf("%s%s", i ? "," : ", interfaces ", c->ifname[i]);
+	printf("; pins in %s; SIGHUP re-reads the file, Ctrl-C detaches\n", c->pin_dir);
+	fflush(stdout);
+	return 0;
+}
+
+int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_run)
+{
+	struct sp_watch *check_w = NULL;
+	int lock_fd = -1, stats_fd = -1, rc = 1;
+
+	S.keep_log_level = keep_log_level;
+	S.dry_run = dry_run;
+	if (!(S.cfg = malloc(sizeof(*S.cfg))))
+		return sp_fail(1, "%s", strerror(ENOMEM));
+	if (sp_config_load(file, S.cfg) || sp_config_check_host(S.cfg, true)) {
+		free(S.cfg);
+		return 1;
+	}
+	if (!keep_log_level && S.cfg->log_level >= 0)
+		sp_log_level = S.cfg->log_level;
+	if (interval < 0)
+		interval = S.cfg->interval >= 0 ? S.cfg->interval : sp_log_journal() ? 0 : 2;
+	if (sp_check_privileges() || sp_check_btf(S.cfg->btf[0] ? S.cfg->btf : NULL) ||
+	    (S.cfg->nr_cgroups && sp_cgroup2_mount(S.mnt, sizeof(S.mnt))) ||
+	    sp_loop_init() || sp_ensure_bpffs(S.cfg->pin_dir) ||
+	    (lock_fd = sp_lock_pin_dir(S.cfg->pin_dir)) < 0 || sp_private_dir(S.cfg->pin_dir, false) ||
+	    sp_state_open())
+		goto out;
+	sp_sweep_pins(S.cfg->pin_dir);
+	/* For the whole namespace, so the run's, not one pmtu instance's (they come and go). */
+	if (S.cfg->mtu_probing >= 0 &&
+	    sp_sysctl_own(MTU_PROBING, S.cfg->mtu_probing, &S.saved_probing, "mtu-probing"))
+		goto out;
+	/* Without inotify the periodic check still finds new cgroups. */
+	S.ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (S.ino_fd >= 0 && !(S.ino_w = sp_loop_watch(S.ino_fd, on_inotify, NULL)))
+		goto out;
+	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (stats_fd < 0)
+		sp_log(SP_LOG_WARN, "BPF run-time stats unavailable: %s", strerror(errno));
+	if (start_all())
+		goto out;
+	check_w = sp_loop_timer(on_check, NULL);
+	if (!check_w || sp_timer_arm(check_w, CHECK_MS, CHECK_MS))
+		goto out;
+	sp_reload_hook = reload;
+	rc = sp_run_loop(S.cfg->pin_dir, interval);
+	sp_reload_hook = NULL;
+	if (!rc) {
+		stop_all();
+		printf("stackpilot: detached, pins removed\n");
+	}
+out:
+	sp_loop_unwatch(check_w);
+	sp_loop_unwatch(S.ino_w);
+	if (S.ino_fd >= 0)
+		close(S.ino_fd);
+	stop_all();
+	rmdir(S.cfg->pin_dir);
+	sp_sysctl_release(MTU_PROBING, S.saved_probing, S.cfg->mtu_probing);
+	if (stats_fd >= 0)
+		close(stats_fd);
+	if (lock_fd >= 0)
+		close(lock_fd);
+	sp_state_close();
+	sp_loop_fini();
+	sp_unmount_ours();
+	free(S.cfg);
+	return rc;
+}
