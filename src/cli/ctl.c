@@ -12,6 +12,8 @@
 #include "core/sp.h"
 #include "service/config.h"
 #include "service/persist.h"
+#include "export/export.h"
+#include "cli/cli.h"
 
 /* status --prometheus; set --persist (1) / --no-persist (-1). parse_common() sets them. */
 static bool want_prom;
@@ -104,80 +106,6 @@ static int parse_common(int argc, char **argv, char *pin_dir, size_t len,
 		}
 	}
 	return with_cgroup(pin_dir, len, cgroup) ? 2 : -1;	/* -1: go on */
-}
-
-int sp_status_read_meta(const char *pin_dir, struct sp_meta *meta)
-{
-	__u32 zero = 0;
-	int fd = sp_open_pinned(pin_dir, "meta"), err;
-
-	if (fd < 0)
-		return -1;
-	err = sp_map_lookup_sized(fd, &zero, meta, sizeof(*meta));
-	close(fd);
-	if (err)
-		return sp_err("%s/meta: %s", pin_dir, err == -EMSGSIZE ?
-			      "not a stackpilot meta map (value size differs)" : strerror(-err));
-	return 0;
-}
-
-static const struct sp_field prog_cols[] = {
-	{ "id", SP_GAUGE, false, "", "the kernel's program id (an identifier)" },
-	{ "name", SP_STRING, false, "", "program name" },
-	{ "run_cnt", SP_COUNTER, false, "", "runs since the run enabled BPF stats" },
-	{ "run_time_ns", SP_COUNTER, false, "ns", "time spent in the program" },
-	{ "avg_ns", SP_GAUGE, true, "ns", "average time per run" },
-};
-
-/* The attached programs' kernel stats, as a table of rep. */
-void sp_status_progs(const struct sp_meta *meta, struct sp_report *rep)
-{
-	struct sp_table *t = sp_table_add(rep, "programs", "attached BPF programs",
-					  prog_cols, sizeof(prog_cols) / sizeof(prog_cols[0]));
-
-	for (__u32 i = 0; i < meta->nr_progs && i < SP_MAX_PROGS; i++) {
-		struct bpf_prog_info info = {};
-		__u32 len = sizeof(info);
-		int fd = bpf_prog_get_fd_by_id(meta->prog_ids[i]);
-		struct sp_val *row;
-
-		if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len)) {
-			if (fd >= 0)
-				close(fd);
-			continue;
-		}
-		close(fd);
-		if (!(row = sp_table_row(t)))
-			break;
-		row[0].i = info.id;
-		snprintf(row[1].s, sizeof(row[1].s), "%.*s", (int)sizeof(info.name), info.name);
-		row[2].u = info.run_cnt;
-		row[3].u = info.run_time_ns;
-		row[4].d = info.run_cnt ? (double)info.run_time_ns / info.run_cnt : 0;
-	}
-}
-
-/*
- * A module's records: its tunables first (group "cfg"; false when its
- * config pin is missing), its counters, then what its report() adds.
- */
-bool sp_status_module(const char *pin_dir, const struct sp_module *m, struct sp_report *rep)
-{
-	unsigned char cfg[256];
-	bool have_cfg = !sp_cfg_read(pin_dir, m, cfg);
-
-	sp_report_reset(rep);
-	for (int i = 0; have_cfg && i < m->nr_tunables; i++) {
-		__u32 v;
-
-		memcpy(&v, cfg + m->tunables[i].off, sizeof(v));
-		sp_rec_gauge(rep, "cfg", m->tunables[i].name, v, "", m->tunables[i].help);
-	}
-	if (m->nr_counters)
-		sp_report_counters(rep, pin_dir, m->counter_map, m->counters, m->nr_counters);
-	if (m->report)
-		m->report(pin_dir, rep);
-	return have_cfg;
 }
 
 static void module_json(const char *pin_dir, const struct sp_module *m, struct sp_json *j,

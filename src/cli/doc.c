@@ -12,7 +12,8 @@
 #include <getopt.h>
 #include <string.h>
 #include "core/sp.h"
-#include "cli/doc.h"
+#include "export/export.h"
+#include "cli/cli.h"
 
 /* Help text is prose: backslash-escape what reStructuredText reads as markup. */
 static void rst_text(const char *s)

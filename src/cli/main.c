@@ -2,7 +2,7 @@
 /* stackpilot: command dispatch. Each command lives in its own file. */
 #include <string.h>
 #include "core/sp.h"
-#include "cli/doc.h"
+#include "cli/cli.h"
 #include "core/log.h"
 #include "service/config.h"
 #include "core/probe.h"

@@ -13,6 +13,8 @@
  * STACKPILOT_LOG_PRIORITIES=1 or 0 forces the prefixes on or off (for
  * other log collectors that understand them, and for tests);
  * STACKPILOT_LOG_LEVEL sets the level as --log-level does.
+ * sp_err() is here too: a user-facing error is a log line at ERROR, and
+ * every layer reports through it.
  */
 #define _GNU_SOURCE	/* vasprintf, strchrnul */
 #include <stdarg.h>
@@ -119,6 +121,42 @@ void sp_log_verr(const char *fmt, va_list ap)
 	line_start(SP_LOG_ERROR);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
+}
+
+const char *sp_err_where;
+char *sp_err_capture;
+size_t sp_err_capture_len;
+
+static void err_line(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	sp_log_verr(fmt, ap);	/* with its <3> priority under journald */
+	va_end(ap);
+}
+
+/* Every user-facing error is one line on stderr; callers return its -1. */
+int sp_err(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* Only the first error is kept: it is the cause, the rest follow from it. */
+	if (sp_err_capture) {
+		if (!*sp_err_capture)
+			snprintf(sp_err_capture, sp_err_capture_len, "%s%s%s", sp_err_where ?: "",
+				 sp_err_where ? ": " : "", msg);
+		return -1;
+	}
+	if (sp_err_where)
+		err_line("%s: %s", sp_err_where, msg);
+	else
+		err_line("%s", msg);
+	return -1;
 }
 
 void sp_log_at(struct sp_ratelimit *rl, int level, const char *fmt, ...)

@@ -76,18 +76,11 @@ void sp_fit_choice(struct sp_fit *fit, const char *what, enum sp_feat f, const c
 /* "fragguard: needs bpf_loop() (Linux 5.17), which this kernel lacks" into buf. */
 void sp_fit_refusal(const char *module, const struct sp_fit *fit, char *buf, size_t len);
 
-/*
- * Takes the modules of *mask this kernel cannot run out of it, each with a
- * warning line; a module in named (asked for by name) is an error instead:
- * -1 after its one line, *mask unchanged past it. Without the privileges
- * to probe, takes nothing out (the load will say what is wrong).
- */
-int sp_fit_modules(unsigned int *mask, unsigned int named);
+/* Whether probing could run at all (as root): without, nothing is refused. */
+bool sp_probe_usable(void);
 
 /* The identity of this process's network namespace that the BPF side sees too:
  * its cookie, or its inode number where there are no cookies (SP_F_NETNS_COOKIE). */
 int sp_netns_id(unsigned long long *id);
-
-int cmd_probe(int argc, char **argv);
 
 #endif

@@ -26,10 +26,14 @@ struct sp_tunable {
  */
 #define SP_TUNABLE_ROW(cfg_type, name, min, max, def, oor, help) \
 	{ #name, offsetof(cfg_type, name), min, max, def, help },
+/* The rows of an X-macro list, as a constant: (0 SP_X_TUNABLES(SP_COUNT_ROW, _)). */
+#define SP_COUNT_ROW(...) + 1
 
 struct sp_run;
 struct sp_report;
 struct sp_fit;
+struct sp_persister;
+struct sp_target_ops;
 
 /*
  * A module runs as instances: start() allocates one and stores it in *inst
@@ -77,6 +81,10 @@ struct sp_module {
 	 * no instance here.
 	 */
 	void (*report)(const char *pin_dir, struct sp_report *rep);
+	/* What it saves and restores beyond tunables (core/saved.h), or NULL. */
+	const struct sp_persister *persister;
+	/* How it follows an --iface that vanishes and comes back, or NULL. */
+	const struct sp_target_ops *target_ops;
 };
 
 #define SP_MAX_MODULES	16	/* bits of sp_meta.modules that are used */
@@ -109,6 +117,12 @@ struct sp_run {
 	/* If set, changes a module's default tunables before it attaches (a config file's). */
 	void (*cfg_init)(struct sp_run *run, const struct sp_module *m, void *cfg);
 	void *owner;			/* whoever set cfg_init: a config run's instance */
+	/*
+	 * If set, called once a module's config map holds its first config
+	 * and before its maps are pinned: the service's saved tunables,
+	 * --dry-run and saved state. 0, or -1 after saying why.
+	 */
+	int (*restore)(struct sp_run *run, const struct sp_module *m, int cfg_fd);
 	bool keep_pin_dir;		/* detach leaves pin_dir (it holds other runs' folders) */
 };
 
@@ -122,17 +136,19 @@ void sp_runs_add(struct sp_run *run);
 void sp_runs_del(struct sp_run *run);
 /* Called on SIGHUP instead of ending the run, when set (a config run re-reads its file). */
 extern void (*sp_reload_hook)(void);
-/* The event loop until a signal ends it; 0, or 1. pin_dir: what --interval shows. */
-int sp_run_loop(char *pin_dir, __u32 interval);
+/*
+ * The event loop until a signal ends it; 0, or 1. Every interval seconds
+ * (0: never) show(pin_dir): what --interval shows is the caller's.
+ */
+typedef void sp_show_fn(char *pin_dir);
+int sp_run_loop(char *pin_dir, __u32 interval, sp_show_fn *show);
 
-/* The instance of m in run, or NULL when m is not running there. */
-void *sp_run_inst(const struct sp_run *run, const struct sp_module *m);
 
 /* run.c: set by SIGINT/SIGTERM/SIGHUP; long module work checks it. */
 #include <signal.h>
 extern volatile sig_atomic_t sp_stopping;
 
-/* util.c */
+/* log.c: errors are log lines too, at the bottom of every layer. */
 int sp_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /*
  * While set, sp_err() starts its line with "WHERE: " (a config file's
@@ -144,6 +160,8 @@ extern char *sp_err_capture;
 extern size_t sp_err_capture_len;
 /* sp_err(), then return the exit code. */
 #define sp_fail(code, ...) (sp_err(__VA_ARGS__), (code))
+
+/* util.c */
 int sp_parse_u32(const char *s, __u32 min, __u32 max, __u32 *out);
 /*
  * The next line of f in buf, without its newline: its length, or one of
@@ -176,6 +194,15 @@ void sp_run_add_prog(struct sp_run *run, int prog_fd);
 /* modules.c */
 const struct sp_module *sp_module_find(const char *name, int *idx);
 int sp_parse_modules(const char *list, __u32 *mask);
+/*
+ * Takes the modules of *mask this kernel cannot run out of it, each with a
+ * warning line; a module in named (asked for by name) is an error instead:
+ * -1 after its one line, *mask unchanged past it. Without the privileges
+ * to probe, takes nothing out (the load will say what is wrong).
+ */
+int sp_fit_modules(unsigned int *mask, unsigned int named);
+/* The instance of m in run, or NULL when m is not running there. */
+void *sp_run_inst(const struct sp_run *run, const struct sp_module *m);
 const struct sp_tunable *sp_tunable_find(const char *key,
 					 const struct sp_module **mod);
 int sp_parse_assignment(const char *arg, const struct sp_module **mod,
@@ -293,33 +320,6 @@ void sp_report_text(const struct sp_report *r, FILE *out, const char *indent);
 /* JSON: members of the object j is in (groups as nested objects), then tables as arrays. */
 void sp_report_json(const struct sp_report *r, struct sp_json *j);
 
-/*
- * prom.c: the status model as Prometheus text (naming rules at its top).
- * sp_prom_write: 0, or 1 when the meta map or a pin could not be read.
- */
-int sp_prom_write(const char *pin_dir, FILE *out);
-/* The metric a module's counter is exposed as (man pages: doc.c). */
-void sp_prom_counter_name(char *buf, size_t len, const char *module, const struct sp_counter *c);
-/* run --metrics-textfile DIR: 0, or an exit code after saying why. */
-int sp_prom_textfile_check(const char *dir);
-/* Write DIR/stackpilot.prom now and every every_s seconds from the loop. */
-int sp_prom_textfile_start(const char *dir, const char *pin_dir, unsigned int every_s);
-void sp_prom_textfile_stop(void);
-/* metrics.c: run's --metrics-textfile ('t') and --metrics-listen ('L'). */
-int sp_metrics_opt(int opt, const char *arg);	/* 0, or an exit code after saying why */
-int sp_metrics_start(const char *pin_dir, unsigned int interval_s);
-void sp_metrics_stop(void);
-/* ctl.c, shared with prom.c: the pieces of `status`. */
-struct sp_meta;
-int sp_status_read_meta(const char *pin_dir, struct sp_meta *meta);
-bool sp_status_module(const char *pin_dir, const struct sp_module *m, struct sp_report *rep);
-void sp_status_progs(const struct sp_meta *meta, struct sp_report *rep);
-
-/* commands */
-int cmd_run(int argc, char **argv);
-int cmd_status(int argc, char **argv);
-int cmd_get(int argc, char **argv);
-int cmd_set(int argc, char **argv);
 
 /* ---- loader core v2 (issue 9): log levels, module run options, signals ---- */
 enum { SP_LOG_ERROR, SP_LOG_WARN, SP_LOG_INFO, SP_LOG_DEBUG };
@@ -350,21 +350,20 @@ struct sp_run_opt {
 const char *sp_run_opt_arg(const struct sp_run *run, const struct sp_run_opt *opt);
 /* From a module's constructor, before main(). */
 void sp_run_opt_register(const struct sp_run_opt *opt);
+/* What was registered, in order: `run` parses these (core/module.c). */
+extern const struct sp_run_opt *sp_run_opts[SP_MAX_RUN_OPTS];
+extern int sp_nr_run_opts;
 /* SIGINT/SIGTERM/SIGHUP are blocked from the start of `run` and read from a signalfd. */
 void sp_run_block_signals(void);
 
 /* Targets that vanish and come back (targets.c). Modules react through ops. */
 struct sp_target_ops {
-	const struct sp_module *module;
 	void (*iface_gone)(struct sp_run *run, void *inst, int i);
 	/* run->ifindex[i] is already the new device's; 0 or -1 after logging why. */
 	int (*iface_back)(struct sp_run *run, void *inst, int i, int old_ifindex);
 };
-void sp_target_ops_register(const struct sp_target_ops *ops);
 int sp_targets_start(struct sp_run *run);
 void sp_targets_stop(struct sp_run *run);
-/* Each target's state for `status`, as a "targets" table (from the pinned map). */
-void sp_targets_report(const char *pin_dir, struct sp_report *rep);
 /* run.c: (re)write the pinned meta map from run. */
 int sp_run_publish_meta(struct sp_run *run);
 

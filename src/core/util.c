@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Errors, number parsing, privileges, bpffs and cgroup v2 discovery. */
+/* Number parsing, privileges, bpffs and cgroup v2 discovery. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,42 +18,6 @@
 #include <bpf/btf.h>
 #include "core/sp.h"
 #include "core/log.h"
-
-const char *sp_err_where;
-char *sp_err_capture;
-size_t sp_err_capture_len;
-
-static void err_line(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	sp_log_verr(fmt, ap);	/* with its <3> priority under journald */
-	va_end(ap);
-}
-
-/* Every user-facing error is one line on stderr; callers return its -1. */
-int sp_err(const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	/* Only the first error is kept: it is the cause, the rest follow from it. */
-	if (sp_err_capture) {
-		if (!*sp_err_capture)
-			snprintf(sp_err_capture, sp_err_capture_len, "%s%s%s", sp_err_where ?: "",
-				 sp_err_where ? ": " : "", msg);
-		return -1;
-	}
-	if (sp_err_where)
-		err_line("%s: %s", sp_err_where, msg);
-	else
-		err_line("%s", msg);
-	return -1;
-}
 
 /*
  * Decimal or 0x-hex, no sign, no trailing garbage, within [min, max].

@@ -38,6 +38,7 @@
 #include <sys/socket.h>
 #include <microhttpd.h>
 #include "core/sp.h"
+#include "export/export.h"
 #include "core/loop.h"
 
 #define MIN_CONNS	8	/* served at once (mx.cap) however low the fd limit */

@@ -26,8 +26,8 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include "core/sp.h"
+#include "export/export.h"
 #include "core/loop.h"
-#include "service/config.h"
 #include "core/state.h"
 
 struct lab { const char *k, *v; };

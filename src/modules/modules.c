@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The module table, and tunables: KEY = module.field, each a __u32. */
+/* What every module shares below this table is core/module.c. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +8,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "core/sp.h"
-#include "service/persist.h"
+#include "core/probe.h"
 
 /* Order is attach order, and the bit order of sp_meta.modules. */
 const struct sp_module *const sp_modules[] = {
@@ -108,125 +109,32 @@ int sp_parse_assignment(const char *arg, const struct sp_module **mod,
 	return 0;
 }
 
-/* A module's first config: the defaults, then what the run's cfg_init changes. */
-int sp_cfg_write_initial(struct sp_run *run, const struct sp_module *m, int map_fd)
+void *sp_run_inst(const struct sp_run *run, const struct sp_module *m)
 {
-	unsigned char cfg[256] = {};
-	__u32 zero = 0;
+	int idx;
 
-	for (int i = 0; i < m->nr_tunables; i++)
-		memcpy(cfg + m->tunables[i].off, &m->tunables[i].def, sizeof(__u32));
-	/* Before the programs attach: no connection ever sees the defaults instead. */
-	if (run && run->cfg_init)
-		run->cfg_init(run, m, cfg);
-	if (bpf_map_update_elem(map_fd, &zero, cfg, BPF_ANY))
-		return sp_err("%s: writing default tunables: %s", m->name, strerror(errno));
-	return 0;
+	return sp_module_find(m->name, &idx) ? run->inst[idx] : NULL;
 }
 
-/* A module's pinned config; fails with one line when the module is not loaded. */
-static int cfg_open(const char *pin_dir, const struct sp_module *m, char *path, size_t len)
+int sp_fit_modules(unsigned int *mask, unsigned int named)
 {
-	if (sp_pin_path(path, len, pin_dir, m->cfg_map))
-		return -1;
-	if (access(path, F_OK))
-		return sp_pin_errors++, sp_err("module %s is not loaded: no %s (is `stackpilot run` "
-					       "active with this --pin-path and that module?)",
-					       m->name, path);
-	return sp_open_pinned(pin_dir, m->cfg_map);
-}
+	char why[256];
 
-int sp_cfg_read(const char *pin_dir, const struct sp_module *m, void *cfg)
-{
-	char path[512];
-	__u32 zero = 0;
-	int fd = cfg_open(pin_dir, m, path, sizeof(path)), err;
+	if (!sp_probe_usable())
+		return 0;	/* not root: the load will say what is wrong */
+	for (int i = 0; i < sp_nr_modules; i++) {
+		struct sp_fit fit = {};
 
-	if (fd < 0)
-		return -1;
-	err = sp_map_lookup_sized(fd, &zero, cfg, m->cfg_size);
-	close(fd);
-	if (err == -EMSGSIZE)
-		return sp_err("%s: not %s's config map (value size differs)", path, m->name);
-	return err ? sp_err("%s: %s", path, strerror(-err)) : 0;
-}
-
-int sp_cfg_write(const char *pin_dir, const struct sp_module *m, const void *cfg)
-{
-	char path[512];
-	__u32 zero = 0;
-	int fd = cfg_open(pin_dir, m, path, sizeof(path)), err;
-
-	if (fd < 0)
-		return -1;
-	err = bpf_map_update_elem(fd, &zero, cfg, BPF_EXIST) ? -errno : 0;
-	close(fd);
-	return err ? sp_err("%s: %s", path, strerror(-err)) : 0;
-}
-
-/* Pin every named map of a module (not .rodata/.bss) as PIN_DIR/<map name>. */
-int sp_pin_obj_maps(struct bpf_object *obj, const char *pin_dir)
-{
-	struct bpf_map *map;
-	char path[512];
-
-	bpf_object__for_each_map(map, obj) {
-		if (strchr(bpf_map__name(map), '.'))
+		if (!(*mask & (1u << i)))
 			continue;
-		if (sp_pin_path(path, sizeof(path), pin_dir, bpf_map__name(map)))
-			return -1;
-		unlink(path);	/* stale pin from a run that was killed */
-		if (bpf_map__pin(map, path))
-			return sp_err("pinning %s: %s", path, strerror(errno));
+		sp_modules[i]->fit(&fit);
+		if (!fit.refused)
+			continue;
+		sp_fit_refusal(sp_modules[i]->name, &fit, why, sizeof(why));
+		if (named & (1u << i))
+			return sp_err("%s", why);
+		sp_log(SP_LOG_WARN, "%s: not started (stackpilot probe)", why);
+		*mask &= ~(1u << i);
 	}
 	return 0;
-}
-
-void sp_unpin_obj_maps(struct bpf_object *obj, const char *pin_dir)
-{
-	struct bpf_map *map;
-	char path[512];
-
-	if (!obj)
-		return;
-#ifdef SP_MUTANT_KEEP_PINS	/* make mutants: pins stay after the run */
-	return;
-#endif
-	bpf_object__for_each_map(map, obj) {
-		if (strchr(bpf_map__name(map), '.'))
-			continue;
-		if (!sp_pin_path(path, sizeof(path), pin_dir, bpf_map__name(map)))
-			unlink(path);
-	}
-}
-
-/*
- * The part of a module's start() that is the same for every module once its
- * skeleton is loaded: default tunables, pins, and the cgroup attach of its
- * sockops program (a link: it dies with the process).
- */
-int sp_module_publish(struct sp_run *run, const struct sp_module *m,
-		      struct bpf_object *obj, struct bpf_program *sockops,
-		      struct bpf_link **link)
-{
-	struct bpf_map *cfg = bpf_object__find_map_by_name(obj, m->cfg_map);
-
-	/* Then saved tunables, --dry-run and saved state, before the first packet. */
-	if (!cfg || sp_cfg_write_initial(run, m, bpf_map__fd(cfg)) ||
-	    sp_persist_apply(run, m, bpf_map__fd(cfg)) || sp_pin_obj_maps(obj, run->pin_dir))
-		return -1;
-	if (!sockops)
-		return 0;
-	*link = bpf_program__attach_cgroup(sockops, run->cgroup_fd);
-	if (!*link)
-		return sp_err("%s: attach to cgroup %s: %s", m->name, run->cgroup, strerror(errno));
-	sp_run_add_prog(run, bpf_program__fd(sockops));
-	return 0;
-}
-
-void sp_module_unpublish(struct sp_run *run, struct bpf_object *obj, struct bpf_link **link)
-{
-	bpf_link__destroy(*link);
-	*link = NULL;
-	sp_unpin_obj_maps(obj, run->pin_dir);
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include "core/sp.h"
+#include "export/export.h"
 #include "core/log.h"
 #include "service/config.h"
 #include "core/probe.h"
@@ -95,28 +96,6 @@ __u32 sp_cfg_value(const struct sp_cfg_section *s, const struct sp_module *m,
 		if (s->sets[i].m == m && s->sets[i].t == t)
 			return s->sets[i].val;
 	return t->def;
-}
-
-int sp_instances(const char *pin_dir, char (*names)[256], int max)
-{
-	DIR *d = opendir(pin_dir);
-	struct dirent *e;
-	char p[600];
-	int n = 0;
-
-	if (!d)
-		return 0;
-	while ((e = readdir(d)) && n < max) {
-		if (e->d_type != DT_DIR || e->d_name[0] == '.' ||
-		    snprintf(p, sizeof(p), "%s/%s/meta", pin_dir, e->d_name) >= (int)sizeof(p) ||
-		    access(p, F_OK))
-			continue;
-		snprintf(names[n++], 256, "%s", e->d_name);
-	}
-	closedir(d);
-	/* In name order: the same order every time, for people and diffs. */
-	qsort(names, n, 256, (int (*)(const void *, const void *))strcmp);
-	return n;
 }
 
 static char *trim(char *s)

@@ -82,8 +82,6 @@ int sp_cgroup_arg_name(const char *arg, char *name, size_t len);
 __u32 sp_cfg_value(const struct sp_cfg_section *s, const struct sp_module *m,
 		   const struct sp_tunable *t);
 
-/* The pin folders of a config run's cgroups under pin_dir (those with a meta pin), sorted. */
-int sp_instances(const char *pin_dir, char (*names)[256], int max);
 
 int cmd_check_config(int argc, char **argv);
 /*
@@ -91,6 +89,7 @@ int cmd_check_config(int argc, char **argv);
  * --verbose was given and wins over the file's; interval -1: the file's;
  * dry_run: --dry-run, for every instance. State persists (run --persist).
  */
-int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_run);
+int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_run,
+		  sp_show_fn *show);
 
 #endif

@@ -30,23 +30,14 @@
 #include <sys/stat.h>
 #include <bpf/bpf.h>
 #include "core/sp.h"
+#include "export/export.h"
 #include "core/loop.h"
 #include "service/persist.h"
 
 #define MAX_FILE_BYTES (4 << 20)	/* pmtu: 4096 entries of < 200 bytes fit */
 #define MAX_SAVED 128			/* tunables in a file */
-#define MAX_PERSISTERS 4
-#define MAX_BAD_SHOWN 20		/* bad lines named per file */
 
 static char state_dir[PATH_MAX - 64] = SP_STATE_DIR_DEFAULT;
-static const struct sp_persister *persisters[MAX_PERSISTERS];
-static int nr_persisters;
-
-void sp_persister_register(const struct sp_persister *p)
-{
-	if (nr_persisters < MAX_PERSISTERS)
-		persisters[nr_persisters++] = p;
-}
 
 int sp_persist_opt(struct sp_run *run, int opt, const char *arg)
 {
@@ -134,56 +125,6 @@ static void header_of(const struct sp_run *run, char *buf, size_t len)
 	const char *cg = cgroup_rel(run, rel, sizeof(rel));
 
 	snprintf(buf, len, "cgroup %s", !cg ? "-" : cg[0] ? cg : "/");
-}
-
-const char *sp_boot_id(void)
-{
-	static char id[64];
-	FILE *f;
-
-	if (!id[0] && (f = fopen("/proc/sys/kernel/random/boot_id", "r"))) {
-		if (!fgets(id, sizeof(id), f))
-			id[0] = '\0';
-		id[strcspn(id, "\n")] = '\0';
-		fclose(f);
-	}
-	return id;
-}
-
-/* ---- reading ------------------------------------------------------------ */
-
-void sp_persist_bad(struct sp_persist_reader *r, const char *fmt, ...)
-{
-	char why[256];
-	va_list ap;
-
-	/* Not the per-call-site limiter (5 a second): each bad line of a file is
-	 * named, up to MAX_BAD_SHOWN, then counted (see sp_persist_next()). */
-	if (++r->bad > MAX_BAD_SHOWN)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(why, sizeof(why), fmt, ap);
-	va_end(ap);
-	sp_log_at(NULL, SP_LOG_WARN, "%s:%d: %s; line ignored", r->file, r->line, why);
-}
-
-char *sp_persist_next(struct sp_persist_reader *r)
-{
-	int n;
-
-	while ((n = sp_read_line(r->f, r->buf, sizeof(r->buf))) != SP_LINE_EOF) {
-		r->line++;
-		if (n == SP_LINE_LONG)
-			sp_persist_bad(r, "longer than %zu bytes", sizeof(r->buf) - 1);
-		else if (n == SP_LINE_NUL)
-			sp_persist_bad(r, "holds a NUL byte");
-		else if (r->buf[0] && r->buf[0] != '#')
-			return r->buf;
-	}
-	if (r->bad > MAX_BAD_SHOWN)
-		sp_log(SP_LOG_WARN, "%s: %d more bad lines ignored", r->file, r->bad - MAX_BAD_SHOWN);
-	r->bad = 0;
-	return NULL;
 }
 
 /*
@@ -420,14 +361,13 @@ int sp_persist_apply(struct sp_run *run, const struct sp_module *m, int cfg_fd)
 	}
 	if (changed && bpf_map_update_elem(cfg_fd, &zero, cfg, BPF_ANY))
 		return sp_err("%s: writing saved tunables: %s", m->name, strerror(errno));
-	for (int i = 0; run->persist && i < nr_persisters; i++) {
+	if (run->persist && m->persister && !state_path(run, m->persister->suffix, path, sizeof(path))) {
 		struct sp_persist_reader r;
 
-		if (persisters[i]->module != m || state_path(run, persisters[i]->suffix, path, sizeof(path)) ||
-		    !open_state(run, path, &r))
-			continue;
-		persisters[i]->restore(run, sp_run_inst(run, m), &r);
-		fclose(r.f);
+		if (open_state(run, path, &r)) {
+			m->persister->restore(run, sp_run_inst(run, m), &r);
+			fclose(r.f);
+		}
 	}
 	return 0;
 }
@@ -481,14 +421,12 @@ static int fill_learned(FILE *f, void *ctx)
 static void save_learned(struct sp_run *run)
 {
 	char path[PATH_MAX];
-	int idx;
 
-	for (int i = 0; i < nr_persisters; i++) {
-		struct save_ctx c = { run, persisters[i], NULL };
+	for (int idx = 0; idx < sp_nr_modules; idx++) {
+		struct save_ctx c = { run, sp_modules[idx]->persister, NULL };
 
-		if (!sp_module_find(persisters[i]->module->name, &idx) ||
-		    !(run->modules & (1u << idx)) || !(c.inst = run->inst[idx]) ||
-		    state_path(run, persisters[i]->suffix, path, sizeof(path)))
+		if (!c.p || !(run->modules & (1u << idx)) || !(c.inst = run->inst[idx]) ||
+		    state_path(run, c.p->suffix, path, sizeof(path)))
 			continue;
 		if (!write_atomic(run, path, fill_learned, &c))
 			sp_log(SP_LOG_DEBUG, "%s: saved", path);

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include "core/sp.h"
+#include "core/saved.h"
 
 #define SP_STATE_DIR_DEFAULT "/var/lib/stackpilot"
 #define SP_PERSIST_SAVE_S 60	/* learned state is saved this often, and at exit */
@@ -56,30 +57,5 @@ int sp_persist_set_commit(struct sp_persist_txn *txn);
 void sp_persist_set_abort(struct sp_persist_txn *txn);
 /* `status`: the run's persistence and dry-run records. */
 void sp_persist_report(const char *pin_dir, const struct sp_meta *meta, struct sp_report *rep);
-
-/* Shared line reader: the next line without its newline, or NULL at the end. Counts lines. */
-struct sp_persist_reader {
-	FILE *f;
-	const char *file;
-	int line, bad;
-	char buf[512];
-};
-
-/* What a module saves and restores beyond tunables (pmtu_persist.c), in FILE.<suffix>. */
-struct sp_persister {
-	const struct sp_module *module;
-	const char *suffix;
-	/* Lines after the header; 0 or -1. */
-	int (*save)(struct sp_run *run, void *inst, FILE *f);
-	/* r is past the header; bad lines are logged with file:line by sp_persist_bad(). */
-	void (*restore)(struct sp_run *run, void *inst, struct sp_persist_reader *r);
-};
-void sp_persister_register(const struct sp_persister *p);
-char *sp_persist_next(struct sp_persist_reader *r);
-/* One warning naming file:line. */
-void sp_persist_bad(struct sp_persist_reader *r, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-/* This boot's id (/proc/sys/kernel/random/boot_id), "" when unreadable. */
-const char *sp_boot_id(void);
 
 #endif

@@ -23,6 +23,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "core/sp.h"
+#include "export/export.h"
 #include "service/persist.h"
 #include "core/log.h"
 #include "core/loop.h"
@@ -31,36 +32,6 @@
 #include "core/probe.h"
 
 volatile sig_atomic_t sp_stopping;
-
-/*
- * Options modules add to `run`; registered before main() runs. The table is
- * process-wide like the option parser itself; what a run was given is in
- * struct sp_run, where each module instance reads it.
- */
-#define MAX_RUN_OPTS SP_MAX_RUN_OPTS
-static const struct sp_run_opt *run_opts[MAX_RUN_OPTS];
-static int nr_run_opts;
-
-void sp_run_opt_register(const struct sp_run_opt *opt)
-{
-	if (nr_run_opts < MAX_RUN_OPTS)
-		run_opts[nr_run_opts++] = opt;
-}
-
-const char *sp_run_opt_arg(const struct sp_run *run, const struct sp_run_opt *opt)
-{
-	for (int i = 0; i < nr_run_opts; i++)
-		if (run_opts[i] == opt)
-			return run->opt_arg[i];
-	return NULL;
-}
-
-void *sp_run_inst(const struct sp_run *run, const struct sp_module *m)
-{
-	int idx;
-
-	return sp_module_find(m->name, &idx) ? run->inst[idx] : NULL;
-}
 
 static void run_sigset(sigset_t *set)
 {
@@ -81,54 +52,6 @@ void sp_run_block_signals(void)
 
 	run_sigset(&set);
 	sigprocmask(SIG_BLOCK, &set, NULL);
-}
-
-static void usage_run(FILE *out)
-{
-	fprintf(out,
-"Usage: stackpilot run [OPTIONS]\n"
-"Attach stackpilot and stay in the foreground; Ctrl-C (SIGINT/SIGTERM) detaches\n"
-"everything and removes the pins.\n"
-"\n"
-"  --config FILE      the cgroups, modules and tunables of FILE (stackpilot(8),\n"
-"                     CONFIGURATION); SIGHUP re-reads it; state persists as with\n"
-"                     --persist. Only --log-level, --interval, --state-dir,\n"
-"                     --dry-run and --verbose go with it. Without --config,\n"
-"                     --cgroup, --iface and --modules: %s if it exists\n"
-"  --cgroup PATH      cgroup v2 folder, absolute or relative to the cgroup v2\n"
-"                     mount; the root (every process of the host) only as\n"
-"                     --cgroup /. Needed by the cgroup modules\n"
-"  --modules LIST     comma-separated modules, or 'all' (default: all; without\n"
-"                     --iface, all but those that attach to interfaces)\n"
-"  --iface DEV        interface for modules that attach to devices (repeatable,\n"
-"                     at most %d)\n"
-"  --pin-path DIR     pin folder on a bpf filesystem (default %s)\n"
-"  --btf FILE         kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
-"  --interval SEC     print status every SEC seconds; 0 = never (default 2;\n"
-"                     0 when stderr is the journal)\n"
-"  --log-level LEVEL  error, warn, info (default) or debug\n"
-"  --metrics-textfile DIR  write DIR/stackpilot.prom (Prometheus text, for\n"
-"                     node_exporter) every --interval, or 10 s if it is 0\n"
-"  --metrics-listen [ADDR:]PORT  serve Prometheus text on http://ADDR:PORT/metrics\n"
-"                     (ADDR 127.0.0.1 unless given; off by default)\n"
-"  --persist          apply and save state: tunables `set` changes are saved\n"
-"                     for the next run on this cgroup, and what modules learned\n"
-"                     (pmtu) is saved every %d s and at exit, restored at start\n"
-"                     (always with --config)\n"
-"  --state-dir DIR    where state is kept (default %s)\n"
-"  --dry-run          every module with an `enforce` tunable starts with it at 0\n"
-"                     (count, do not act); `set MODULE.enforce=1` turns it on\n",
-		SP_CONFIG_DEFAULT, SP_MAX_IFACES, SP_PIN_DEFAULT, SP_PERSIST_SAVE_S, SP_STATE_DIR_DEFAULT);
-	for (int i = 0; i < nr_run_opts; i++) {
-		char left[64];
-
-		snprintf(left, sizeof(left), "--%s %s", run_opts[i]->name, run_opts[i]->arg);
-		fprintf(out, "  %-18s %s: %s\n", left, run_opts[i]->module->name, run_opts[i]->help);
-	}
-	fprintf(out,
-"  --verbose          debug lines and libbpf's messages (the verifier's log on a\n"
-"                     load failure)\n"
-"  -h, --help         this text\n");
 }
 
 int sp_lock_pin_dir(const char *pin_dir)
@@ -249,134 +172,10 @@ void sp_run_detach(struct sp_run *run)
 		rmdir(run->pin_dir);
 }
 
-struct run_args {
-	const char *cgroup, *modules, *config;
-	const char *file_only;		/* an option the config file gives instead */
-	bool verbose, need_cgroup, need_iface, log_level, have_interval, module_opt;
-	__u32 interval;
-};
-
-/* Options into run and a; -1 to go on, else the exit code. */
-static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args *a)
-{
-	struct option opts[16 + MAX_RUN_OPTS] = {
-		{ "cgroup", required_argument, NULL, 'c' },
-		{ "modules", required_argument, NULL, 'm' },
-		{ "iface", required_argument, NULL, 'i' },
-		{ "pin-path", required_argument, NULL, 'p' },
-		{ "btf", required_argument, NULL, 'b' },
-		{ "interval", required_argument, NULL, 'n' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "log-level", required_argument, NULL, 'l' },
-		{ "metrics-textfile", required_argument, NULL, 't' },
-		{ "metrics-listen", required_argument, NULL, 'L' },
-		{ "persist", no_argument, NULL, 'P' },
-		{ "state-dir", required_argument, NULL, 'S' },
-		{ "dry-run", no_argument, NULL, 'D' },
-		{ "config", required_argument, NULL, 'C' },
-	};
-	int opt, n = 15, rc, li = 0;
-
-	for (int i = 0; i < nr_run_opts; i++)
-		opts[n++] = (struct option){ run_opts[i]->name, required_argument, NULL, 256 + i };
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "hv", opts, &li)) != -1) {
-		if (strchr("cmbpitL", opt) || opt >= 256)
-			a->file_only = opts[li].name, a->module_opt = opt >= 256;
-		switch (opt) {
-		case 'C': a->config = optarg; break;
-		case 'c': a->cgroup = optarg; break;
-		case 'm': a->modules = optarg; break;
-		case 'b': run->btf_path = optarg; break;
-		case 'p':
-			if (optarg[0] != '/' || strlen(optarg) >= sizeof(run->pin_dir))
-				return sp_fail(2, "--pin-path %s: must be an absolute path under %zu bytes",
-					       optarg, sizeof(run->pin_dir));
-			snprintf(run->pin_dir, sizeof(run->pin_dir), "%s", optarg);
-			break;
-		case 'n':
-			if (sp_parse_u32(optarg, 0, 86400, &a->interval))
-				return sp_fail(2, "--interval %s: expected seconds in [0, 86400]", optarg);
-			a->have_interval = true;
-			break;
-		case 'i':
-			if (run->nr_ifaces == SP_MAX_IFACES)
-				return sp_fail(2, "--iface: at most %d interfaces", SP_MAX_IFACES);
-			if (strlen(optarg) >= sizeof(run->ifname[0]) ||
-			    !(run->ifindex[run->nr_ifaces] = if_nametoindex(optarg)))
-				return sp_fail(2, "--iface %s: no such interface", optarg);
-			snprintf(run->ifname[run->nr_ifaces++], sizeof(run->ifname[0]), "%s", optarg);
-			break;
-		case 't': case 'L':	/* metrics.c */
-			if ((rc = sp_metrics_opt(opt, optarg)))
-				return rc;
-			break;
-		case 'P': case 'S': case 'D':	/* persist.c */
-			if ((rc = sp_persist_opt(run, opt, optarg)))
-				return rc;
-			break;
-		case 'v': a->verbose = true; break;
-		case 'l': if (sp_log_set_level(optarg)) return 2; a->log_level = true; break;
-		case 'h': usage_run(stdout); return 0;
-		default:
-			if (opt < 256 || opt >= 256 + nr_run_opts) {
-				usage_run(stderr);
-				return 2;
-			}
-			rc = run_opts[opt - 256]->check(optarg);
-			if (rc)
-				return rc;
-			run->opt_arg[opt - 256] = optarg;
-		}
-	}
-	if (optind < argc)
-		return sp_fail(2, "run: unexpected argument '%s'", argv[optind]);
-	/* Without a target, the host's config file when there is one. */
-	if (!a->config && !a->file_only && !access(SP_CONFIG_DEFAULT, F_OK))
-		a->config = SP_CONFIG_DEFAULT;
-	if (a->config && a->module_opt)
-		return sp_fail(2, "--%s: with --config, give it in the file (mtu-probing = N)",
-			       a->file_only);
-	if (a->config && a->file_only)
-		return sp_fail(2, "--%s: with --config, give it in the file (only --log-level, "
-			       "--interval, --state-dir, --dry-run and --verbose go with --config)",
-			       a->file_only);
-	if (a->config)
-		return -1;
-	if (sp_parse_modules(a->modules, &run->modules))
-		return 2;
-	/* "all" means all that can run with what was given: the modules that
-	 * attach to interfaces only when there is an --iface. */
-	if (!strcmp(a->modules, "all") && !run->nr_ifaces)
-		for (int i = 0; i < sp_nr_modules; i++)
-			if (sp_modules[i]->needs_iface)
-				run->modules &= ~(1u << i);
-	for (int i = 0; i < sp_nr_modules; i++) {
-		if (!(run->modules & (1u << i)))
-			continue;
-		a->need_cgroup |= sp_modules[i]->needs_cgroup;
-		a->need_iface |= sp_modules[i]->needs_iface;
-	}
-	if (run->nr_ifaces && !a->need_iface)
-		return sp_fail(2, "--iface: none of the chosen modules attaches to interfaces");
-	if (a->need_iface && !run->nr_ifaces)
-		return sp_fail(2, "the chosen modules need at least one --iface DEV");
-	for (int i = 0; i < nr_run_opts; i++) {
-		int idx = 0;
-
-		sp_module_find(run_opts[i]->module->name, &idx);
-		if (run->opt_arg[i] && !(run->modules & (1u << idx)))
-			return sp_fail(2, "--%s is for the %s module, which is not chosen",
-				       run_opts[i]->name, run_opts[i]->module->name);
-	}
-	if (a->cgroup && !a->need_cgroup)
-		return sp_fail(2, "--cgroup: none of the chosen modules attaches to a cgroup");
-	return -1;
-}
-
 int sp_run_attach(struct sp_run *run)
 {
+	/* Saved state and --dry-run are the service's: modules are handed them. */
+	run->restore = sp_persist_apply;
 	for (int i = 0; i < sp_nr_modules; i++) {
 		if ((run->modules & (1u << i)) && sp_modules[i]->start(run, &run->inst[i])) {
 			sp_run_detach(run);
@@ -388,49 +187,6 @@ int sp_run_attach(struct sp_run *run)
 		return -1;
 	}
 	sp_runs_add(run);
-	return 0;
-}
-
-/* Everything up to "attached"; 0, or 1 with nothing left attached. */
-static int setup_run(struct sp_run *run, struct run_args *a, int *lock_fd, int *stats_fd)
-{
-	if (sp_check_privileges() || sp_check_btf(run->btf_path) || sp_probe(run->btf_path))
-		return 1;
-	/* What this kernel cannot run: refused by name, left out of "all". */
-	if (sp_fit_modules(&run->modules, strcmp(a->modules, "all") ? run->modules : 0))
-		return 1;
-	if (!run->modules)
-		return sp_fail(1, "no chosen module can run on this kernel (see: stackpilot probe)");
-	if (a->need_cgroup) {
-		if (sp_resolve_cgroup(a->cgroup, run->cgroup, sizeof(run->cgroup)))
-			return 1;
-		run->cgroup_fd = open(run->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (run->cgroup_fd < 0)
-			return sp_fail(1, "cannot open cgroup %s: %s", run->cgroup, strerror(errno));
-	}
-	/* The lock comes before anything is attached: a refused second run touches nothing. */
-	/* Then what a killed run left in this namespace is undone. */
-	if (sp_loop_init() || sp_ensure_bpffs(run->pin_dir) ||
-	    (*lock_fd = sp_lock_targets(run) ? -1 : sp_lock_pin_dir(run->pin_dir)) < 0 ||
-	    sp_state_open())
-		return 1;
-	sp_sweep_pins(run->pin_dir);
-	/* Run counts and times while we run; the kernel drops this with the fd. */
-	*stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-	if (*stats_fd < 0)
-		sp_log(SP_LOG_WARN, "BPF run-time stats unavailable: %s", strerror(errno));
-	if (sp_run_attach(run))
-		return 1;
-	printf("stackpilot: attached");
-	for (int i = 0; i < sp_nr_modules; i++)
-		if (run->modules & (1u << i))
-			printf(" %s", sp_modules[i]->name);
-	if (a->need_cgroup)
-		printf(" to cgroup %s", run->cgroup);
-	for (int i = 0; i < run->nr_ifaces; i++)
-		printf("%s%s", i ? "," : " on ", run->ifname[i]);
-	printf("; pins in %s; Ctrl-C detaches\n", run->pin_dir);
-	fflush(stdout);
 	return 0;
 }
 
@@ -477,19 +233,25 @@ static void on_tick(void *ctx)
 	}
 }
 
+/* What --interval's dump shows, and of which pin folder: the caller's. */
+struct status_dump {
+	sp_show_fn *show;
+	char *pin_dir;
+};
+
 static void on_status(void *ctx)
 {
-	char *args[] = { "status", "--pin-path", ctx, NULL };
+	struct status_dump *d = ctx;
 
-	cmd_status(3, args);
-	fflush(stdout);
+	d->show(d->pin_dir);
 }
 
 void (*sp_reload_hook)(void);
 
 /* The event loop of a run; pin_dir is what the status dump shows. */
-int sp_run_loop(char *pin_dir, __u32 interval)
+int sp_run_loop(char *pin_dir, __u32 interval, sp_show_fn *show)
 {
+	struct status_dump dump = { show, pin_dir };
 	struct sp_watch *sig_w = NULL, *tick_w = NULL, *status_w = NULL;
 	sigset_t set;
 	int sfd, rc = 1;
@@ -501,7 +263,7 @@ int sp_run_loop(char *pin_dir, __u32 interval)
 	sig_w = sp_loop_watch(sfd, on_signalfd, &sfd);
 	tick_w = sp_loop_timer(on_tick, NULL);
 	if (interval)
-		status_w = sp_loop_timer(on_status, pin_dir);
+		status_w = sp_loop_timer(on_status, &dump);
 	if (!sig_w || !tick_w || (interval && !status_w) ||
 	    sp_timer_arm(tick_w, 100, 100) ||
 	    (status_w && sp_timer_arm(status_w, interval * 1000, interval * 1000)) ||
@@ -514,44 +276,5 @@ out:
 	sp_loop_unwatch(tick_w);
 	sp_loop_unwatch(sig_w);
 	close(sfd);
-	return rc;
-}
-
-int cmd_run(int argc, char **argv)
-{
-	struct sp_run run = { .cgroup_fd = -1 };
-	/* Under systemd a status dump every 2 s would flood the journal. */
-	struct run_args a = { .modules = "all", .interval = sp_log_journal() ? 0 : 2 };
-	int lock_fd = -1, stats_fd = -1, rc;
-
-	sp_run_block_signals();
-	snprintf(run.pin_dir, sizeof(run.pin_dir), "%s", SP_PIN_DEFAULT);
-	rc = parse_run(argc, argv, &run, &a);
-	if (rc >= 0)
-		return rc;
-	if (!a.verbose)
-		libbpf_set_print(NULL);	/* our own one-line errors instead */
-	else
-		sp_log_level = SP_LOG_DEBUG;
-	if (a.config)
-		return sp_config_run(a.config, a.log_level || a.verbose,
-				     a.have_interval ? (int)a.interval : -1, run.dry_run);
-	rc = setup_run(&run, &a, &lock_fd, &stats_fd);
-	if (!rc) {
-		rc = sp_run_loop(run.pin_dir, a.interval);
-		sp_run_detach(&run);
-		if (!rc)
-			printf("stackpilot: detached, pins removed\n");
-	}
-	if (stats_fd >= 0)
-		close(stats_fd);
-	if (run.cgroup_fd >= 0)
-		close(run.cgroup_fd);
-	sp_unlock_targets(&run);
-	if (lock_fd >= 0)
-		close(lock_fd);
-	sp_state_close();
-	sp_loop_fini();
-	sp_unmount_ours();
 	return rc;
 }

@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <bpf/bpf.h>
 #include "core/sp.h"
+#include "export/export.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/state.h"
@@ -482,7 +483,8 @@ static int start_all(void)
 	return 0;
 }
 
-int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_run)
+int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_run,
+		  sp_show_fn *show)
 {
 	struct sp_watch *check_w = NULL;
 	int lock_fd = -1, stats_fd = -1, rc = 1;
@@ -523,7 +525,7 @@ int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_
 	if (!check_w || sp_timer_arm(check_w, CHECK_MS, CHECK_MS))
 		goto out;
 	sp_reload_hook = reload;
-	rc = sp_run_loop(S.cfg->pin_dir, interval);
+	rc = sp_run_loop(S.cfg->pin_dir, interval, show);
 	sp_reload_hook = NULL;
 	if (!rc) {
 		stop_all();

@@ -23,19 +23,9 @@
 #include "service/persist.h"
 #include "core/loop.h"
 #include "core/nl.h"
+#include "export/export.h"
 
-enum { T_CGROUP, T_IFACE };
-enum { T_ATTACHED, T_GONE };
-struct sp_target_rec {
-	char name[256];
-	__u32 kind, state, ifindex, changes;
-};
-#define NR_RECS (1 + SP_MAX_IFACES)	/* the cgroup, then each --iface */
-
-/* Registered by modules before main(): a table of code, the same for every run. */
-#define MAX_OPS 8
-static const struct sp_target_ops *ops[MAX_OPS];
-static int nr_ops;
+#define NR_RECS SP_TARGET_RECS
 
 /* What one run watches; its loop callbacks get it as ctx. */
 struct sp_targets {
@@ -104,12 +94,6 @@ int sp_run_publish_meta(struct sp_run *run)
 	return err ? sp_err("pinning meta map: %s", strerror(errno)) : 0;
 }
 
-void sp_target_ops_register(const struct sp_target_ops *o)
-{
-	if (nr_ops < MAX_OPS)
-		ops[nr_ops++] = o;
-}
-
 /* The map, and meta: `status` shows the cgroup as removed, a device as gone. */
 static void publish(struct sp_targets *t)
 {
@@ -147,11 +131,11 @@ static void iface_gone(struct sp_targets *t, int i)
 
 	sp_log(SP_LOG_WARN, "interface %s (index %d) is gone; attaching again when it is back",
 	       run->ifname[i], run->ifindex[i]);
-	for (int k = 0; k < nr_ops; k++) {
-		void *inst = sp_run_inst(run, ops[k]->module);
+	for (int k = 0; k < sp_nr_modules; k++) {
+		const struct sp_target_ops *ops = sp_modules[k]->target_ops;
 
-		if (ops[k]->iface_gone && inst)
-			ops[k]->iface_gone(run, inst, i);
+		if (ops && ops->iface_gone && run->inst[k])
+			ops->iface_gone(run, run->inst[k], i);
 	}
 	t->recs[1 + i].state = T_GONE;
 	t->recs[1 + i].changes++;
@@ -166,11 +150,11 @@ static void iface_back(struct sp_targets *t, int i, int ifindex)
 	int old = recs[1 + i].ifindex, err = 0;
 
 	run->ifindex[i] = ifindex;
-	for (int k = 0; k < nr_ops; k++) {
-		void *inst = sp_run_inst(run, ops[k]->module);
+	for (int k = 0; k < sp_nr_modules; k++) {
+		const struct sp_target_ops *ops = sp_modules[k]->target_ops;
 
-		if (ops[k]->iface_back && inst)
-			err |= ops[k]->iface_back(run, inst, i, old);
+		if (ops && ops->iface_back && run->inst[k])
+			err |= ops->iface_back(run, run->inst[k], i, old);
 	}
 	if (err)
 		sp_log(SP_LOG_ERROR, "interface %s is back (index %d) but attaching failed",
@@ -330,39 +314,4 @@ void sp_targets_stop(struct sp_run *run)
 	}
 	free(t);
 	run->targets = NULL;
-}
-
-static const struct sp_field target_cols[] = {
-	{ "kind", SP_STRING, false, "", "cgroup or iface" },
-	{ "name", SP_STRING, false, "", "the cgroup's path or the device's name" },
-	{ "state", SP_STRING, false, "", "attached, or gone (removed, or a device deleted)" },
-	{ "changes", SP_COUNTER, false, "", "times it went or came back" },
-};
-
-/* What the run watches and whether it is there, as a "targets" table of rep. */
-void sp_targets_report(const char *pin_dir, struct sp_report *rep)
-{
-	static const char *const kinds[] = { "cgroup", "iface" }, *const states[] = { "attached", "gone" };
-	struct sp_target_rec r;
-	struct sp_table *t;
-	struct sp_val *row;
-	char path[512];
-	int fd;
-
-	/* Optional: only a run that watches something pins it. */
-	if (sp_pin_path(path, sizeof(path), pin_dir, "targets") || (fd = bpf_obj_get(path)) < 0)
-		return;
-	t = sp_table_add(rep, "targets", "what the run is attached to",
-			 target_cols, sizeof(target_cols) / sizeof(target_cols[0]));
-	for (__u32 i = 0; i < NR_RECS; i++) {
-		if (bpf_map_lookup_elem(fd, &i, &r) || !r.name[0] || r.kind > T_IFACE || r.state > T_GONE)
-			continue;
-		if (!(row = sp_table_row(t)))
-			break;
-		snprintf(row[0].s, sizeof(row[0].s), "%s", kinds[r.kind]);
-		snprintf(row[1].s, sizeof(row[1].s), "%.*s", (int)sizeof(r.name), r.name);
-		snprintf(row[2].s, sizeof(row[2].s), "%s", states[r.state]);
-		row[3].u = r.changes;
-	}
-	close(fd);
 }

@@ -139,7 +139,7 @@ t_install_tree() {
 	rm "$d/etc/stackpilot/stackpilot.conf" && rmdir "$d/etc/stackpilot"
 	make -s -C "$ROOT" install PREFIX=/usr/local DESTDIR="$d" >/dev/null || fail "make install: exit $?"
 	# The number pmtu marks its routes with is the one named.
-	local n=$(printf '%d' "$(sed -n 's/^#define RTPROT_STACKPILOT[[:space:]]*\(0x[0-9a-f]*\).*/\1/p' "$ROOT/src/modules/pmtu/pmtu.h")")
+	local n=$(printf '%d' "$(sed -n 's/^#define RTPROT_STACKPILOT[[:space:]]*\(0x[0-9a-f]*\).*/\1/p' "$ROOT/src/modules/pmtu/pmtu_state.h")")
 	assert_eq "$(grep -v '^#' "$d/etc/iproute2/rt_protos.d/stackpilot.conf" | tr -s '\t ' ' ')" "$n stackpilot" "rt_protos.d entry"
 	make -s -C "$ROOT" uninstall PREFIX=/usr/local DESTDIR="$d" || fail "make uninstall: exit $?"
 	assert_eq "$(find "$d" -type f)" "" "files left by uninstall"

@@ -303,13 +303,8 @@ static int iface_back(struct sp_run *run, void *inst, int i, int old_ifindex)
 }
 
 static const struct sp_target_ops target_ops = {
-	.module = &sp_mod_fragguard, .iface_gone = iface_gone, .iface_back = iface_back,
+	.iface_gone = iface_gone, .iface_back = iface_back,
 };
-
-__attribute__((constructor)) static void register_target_ops(void)
-{
-	sp_target_ops_register(&target_ops);
-}
 
 static unsigned long long read_ull(const char *path)
 {
@@ -379,4 +374,5 @@ const struct sp_module sp_mod_fragguard = {
 	.stop = stop,
 	.tick = tick,
 	.report = sp_fg_report,
+	.target_ops = &target_ops,
 };

@@ -4,7 +4,8 @@
  * connections and reports black-hole suspects on a ring buffer; the loader
  * searches each suspect with DF probes (pmtu_search.c, pmtu_probe.c), writes
  * the result to the map and with pmtu.route=1 into a route MTU
- * (pmtu_route.c). This file: tunables, start/stop, --mtu-probing, status.
+ * (pmtu_route.c). This file: start/stop, --mtu-probing, status; the
+ * tunables, clock and config read are in pmtu_state.c, below them all.
  * Probes run in the loader's network namespace: run stackpilot in the
  * namespace whose connections it serves (ip netns exec NS stackpilot run).
  */
@@ -18,41 +19,12 @@
 #include <sys/socket.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "modules/pmtu/pmtu.h"
+#include "modules/pmtu/pmtu_state.h"
 #include "pmtu.skel.h"
 #include "core/probe.h"
 #include "core/state.h"
 
 #define MTU_PROBING "net/ipv4/tcp_mtu_probing"
-
-static const struct sp_tunable tunables[] = {
-	SP_PMTU_TUNABLES(SP_TUNABLE_ROW, struct sp_pmtu_cfg)
-};
-
-__u64 pmtu_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
-void pmtu_read_cfg(struct pmtu_state *st, struct sp_pmtu_cfg *c)
-{
-	__u32 zero = 0;
-
-	if (bpf_map_lookup_elem(bpf_map__fd(st->skel->maps.pmtu_cfg), &zero, c))
-		memset(c, 0, sizeof(*c));
-	/* Written from outside too: clamp as the BPF side does. */
-	for (int i = 0; i < (int)(sizeof(tunables) / sizeof(tunables[0])); i++) {
-		__u32 *v = (__u32 *)((char *)c + tunables[i].off);
-
-		if (*v < tunables[i].min)
-			*v = tunables[i].min;
-		if (*v > tunables[i].max)
-			*v = tunables[i].max;
-	}
-}
 
 /* ---- --mtu-probing ------------------------------------------------------ */
 
@@ -257,8 +229,8 @@ const struct sp_module sp_mod_pmtu = {
 	.summary = "learn each destination's path MTU once; start later connections at it",
 	.cfg_map = "pmtu_cfg",
 	.cfg_size = sizeof(struct sp_pmtu_cfg),
-	.tunables = tunables,
-	.nr_tunables = sizeof(tunables) / sizeof(tunables[0]),
+	.tunables = pmtu_tunables,
+	.nr_tunables = PMTU_NR_TUNABLES,
 	.needs_cgroup = true,
 	.counter_map = "pmtu_ctr",
 	.counters = counters,
@@ -267,4 +239,5 @@ const struct sp_module sp_mod_pmtu = {
 	.start = start,
 	.stop = stop,
 	.report = report,
+	.persister = &pmtu_persister,
 };

@@ -42,8 +42,8 @@
 #include <sys/stat.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "modules/pmtu/pmtu.h"
-#include "service/persist.h"
+#include "modules/pmtu/pmtu_state.h"
+#include "core/saved.h"
 #include "pmtu.skel.h"
 #include "core/probe.h"
 
@@ -327,11 +327,6 @@ static void restore(struct sp_run *run, void *inst, struct sp_persist_reader *r)
 	       expired, gone);
 }
 
-static const struct sp_persister pmtu_persister = {
-	.module = &sp_mod_pmtu, .suffix = "pmtu", .save = save, .restore = restore,
+const struct sp_persister pmtu_persister = {
+	.suffix = "pmtu", .save = save, .restore = restore,
 };
-
-__attribute__((constructor)) static void register_persister(void)
-{
-	sp_persister_register(&pmtu_persister);
-}

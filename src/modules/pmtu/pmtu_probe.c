@@ -15,7 +15,7 @@
 #include <netinet/icmp6.h>
 #include <sys/random.h>
 #include <sys/socket.h>
-#include "modules/pmtu/pmtu.h"
+#include "modules/pmtu/pmtu_state.h"
 
 static socklen_t dst_sockaddr(int family, const __u32 *dst, __u16 port,
 			      struct sockaddr_storage *sa)

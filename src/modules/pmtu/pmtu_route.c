@@ -15,7 +15,7 @@
 #include <string.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
-#include "modules/pmtu/pmtu.h"
+#include "modules/pmtu/pmtu_state.h"
 #include "core/nl.h"
 #include "core/state.h"
 

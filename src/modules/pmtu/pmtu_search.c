@@ -22,7 +22,7 @@
 #include <string.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "modules/pmtu/pmtu.h"
+#include "modules/pmtu/pmtu_state.h"
 #include "core/loop.h"
 #include "pmtu.skel.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* pmtu loader internals: probes, routes, the search, and the module glue. */
-#ifndef SP_PMTU_H
-#define SP_PMTU_H
+/* pmtu loader internals: the instance's state, probes, routes, the search. */
+#ifndef SP_PMTU_STATE_H
+#define SP_PMTU_STATE_H
 
 #include <stddef.h>
 #include "core/sp.h"
@@ -62,6 +62,12 @@ struct pmtu_state {
 	unsigned char buf[PMTU_BUF] __attribute__((aligned(16)));
 };
 
+/* pmtu_persist.c: the destinations learned, kept across runs. */
+extern const struct sp_persister pmtu_persister;
+
+/* pmtu_state.c */
+#define PMTU_NR_TUNABLES (0 SP_PMTU_TUNABLES(SP_COUNT_ROW, _))
+extern const struct sp_tunable pmtu_tunables[PMTU_NR_TUNABLES];
 __u64 pmtu_now_ns(void);
 void pmtu_read_cfg(struct pmtu_state *st, struct sp_pmtu_cfg *c);
 

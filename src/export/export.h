@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * export/: how the outside reads a run: the status model from its pins
+ * (status.c), as Prometheus text (prom.c), served or written by a run
+ * (metrics.c). Below the service, which starts the exporters, and the
+ * commands, which print the model.
+ */
+#ifndef SP_EXPORT_H
+#define SP_EXPORT_H
+
+#include "core/sp.h"
+
+/*
+ * prom.c: the status model as Prometheus text (naming rules at its top).
+ * sp_prom_write: 0, or 1 when the meta map or a pin could not be read.
+ */
+int sp_prom_write(const char *pin_dir, FILE *out);
+/* The metric a module's counter is exposed as (man pages: doc.c). */
+void sp_prom_counter_name(char *buf, size_t len, const char *module, const struct sp_counter *c);
+/* run --metrics-textfile DIR: 0, or an exit code after saying why. */
+int sp_prom_textfile_check(const char *dir);
+/* Write DIR/stackpilot.prom now and every every_s seconds from the loop. */
+int sp_prom_textfile_start(const char *dir, const char *pin_dir, unsigned int every_s);
+void sp_prom_textfile_stop(void);
+/* metrics.c: run's --metrics-textfile ('t') and --metrics-listen ('L'). */
+int sp_metrics_opt(int opt, const char *arg);	/* 0, or an exit code after saying why */
+int sp_metrics_start(const char *pin_dir, unsigned int interval_s);
+void sp_metrics_stop(void);
+/* status.c: the pieces of `status`, shared by the command and prom.c. */
+struct sp_meta;
+int sp_status_read_meta(const char *pin_dir, struct sp_meta *meta);
+bool sp_status_module(const char *pin_dir, const struct sp_module *m, struct sp_report *rep);
+void sp_status_progs(const struct sp_meta *meta, struct sp_report *rep);
+/* The pin folders of a config run's cgroups under pin_dir (those with a meta pin), sorted. */
+int sp_instances(const char *pin_dir, char (*names)[256], int max);
+/* Each target's state for `status`, as a "targets" table (from the pinned map). */
+void sp_targets_report(const char *pin_dir, struct sp_report *rep);
+/* The pinned "targets" map that service/targets.c writes: one record a target. */
+enum { T_CGROUP, T_IFACE };
+enum { T_ATTACHED, T_GONE };
+struct sp_target_rec {
+	char name[256];
+	__u32 kind, state, ifindex, changes;
+};
+#define SP_TARGET_RECS (1 + SP_MAX_IFACES)	/* the cgroup, then each --iface */
+
+#endif
