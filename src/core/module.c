@@ -158,3 +158,92 @@ void sp_module_unpublish(struct sp_run *run, struct bpf_object *obj, struct bpf_
 	*link = NULL;
 	sp_unpin_obj_maps(obj, run->pin_dir);
 }
+
+/*
+ * How every skeleton bpftool generates begins (struct X_bpf): all the core
+ * needs of one, whichever module's it is.
+ */
+struct skel_head {
+	struct bpf_object_skeleton *skeleton;
+	struct bpf_object *obj;
+};
+
+/* The instance of a module that only declares .open. */
+struct skel_inst {
+	struct skel_head *skel;
+	struct bpf_link *link;
+};
+
+void *sp_module_inst(const struct sp_module *m, size_t size, void **inst)
+{
+	*inst = calloc(1, size);
+	if (!*inst)
+		sp_err("%s: %s", m->name, strerror(ENOMEM));
+	return *inst;
+}
+
+int sp_skel_load(const struct sp_module *m, void *skel)
+{
+	int err = bpf_object__load_skeleton(((struct skel_head *)skel)->skeleton);
+
+	return err ? sp_err("%s: load: %s", m->name, strerror(-err)) : 0;
+}
+
+/* The module's one sockops program, attached to the run's cgroup, or NULL. */
+static struct bpf_program *sockops_prog(struct bpf_object *obj)
+{
+	struct bpf_program *p;
+
+	bpf_object__for_each_program(p, obj)
+		if (bpf_program__type(p) == BPF_PROG_TYPE_SOCK_OPS)
+			return p;
+	return NULL;
+}
+
+int sp_module_start(struct sp_run *run, const struct sp_module *m, void **inst)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = run->btf_path);
+	struct skel_inst *in;
+
+	if (m->start)
+		return m->start(run, inst);
+	if (!(in = sp_module_inst(m, sizeof(*in), inst)))
+		return -1;
+	in->skel = m->open(&opts);
+	if (!in->skel)
+		return sp_err("%s: open: %s", m->name, strerror(errno));
+	if (sp_skel_load(m, in->skel))
+		return -1;
+	return sp_module_publish(run, m, in->skel->obj, sockops_prog(in->skel->obj), &in->link);
+}
+
+void sp_module_stop(struct sp_run *run, const struct sp_module *m, void *inst)
+{
+	struct skel_inst *in = inst;
+
+	if (m->stop) {
+		m->stop(run, inst);
+		return;
+	}
+	if (!in)
+		return;
+	if (in->skel) {
+		sp_module_unpublish(run, in->skel->obj, &in->link);
+		bpf_object__destroy_skeleton(in->skel->skeleton);
+		free(in->skel);
+	}
+	free(in);
+}
+
+int sp_attach_progs(struct sp_run *run, const struct sp_module *m, struct bpf_program **progs,
+		    int n, struct bpf_link **links)
+{
+	for (int i = 0; i < n; i++) {
+		links[i] = bpf_program__attach(progs[i]);
+		if (!links[i])
+			return sp_err("%s: attach %s: %s", m->name, bpf_program__section_name(progs[i]),
+				      strerror(errno));
+		sp_run_add_prog(run, bpf_program__fd(progs[i]));
+	}
+	return 0;
+}

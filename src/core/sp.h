@@ -10,6 +10,7 @@
 #include "stackpilot.h"
 
 struct bpf_object;
+struct bpf_object_open_opts;
 
 /* A tunable is a __u32 field of a module's config struct (stackpilot.h). */
 struct sp_tunable {
@@ -69,7 +70,14 @@ struct sp_module {
 	bool needs_iface;	/* attaches to --iface devices */
 	/* What it needs of the kernel and which mechanism it will use (probe.h). */
 	void (*fit)(struct sp_fit *fit);
-	/* Open, load, pin maps, attach. Returns 0 or -1 after printing why. */
+	/*
+	 * Its skeleton's X_bpf__open_opts() (returning the struct X_bpf *).
+	 * A module that is a skeleton and at most one sockops program needs
+	 * nothing else: the core loads, publishes and attaches it
+	 * (sp_module_start()), and takes it down again.
+	 */
+	void *(*open)(const struct bpf_object_open_opts *opts);
+	/* Or its own: open, load, pin maps, attach. Returns 0 or -1 after printing why. */
 	int (*start)(struct sp_run *run, void **inst);
 	/* Detach and destroy what start() made, and free inst; NULL is fine. */
 	void (*stop)(struct sp_run *run, void *inst);
@@ -218,6 +226,16 @@ int sp_module_publish(struct sp_run *run, const struct sp_module *m,
 		      struct bpf_object *obj, struct bpf_program *sockops,
 		      struct bpf_link **link);
 void sp_module_unpublish(struct sp_run *run, struct bpf_object *obj, struct bpf_link **link);
+/* m's start() or the core's for a module that only declares .open; 0 or -1. */
+int sp_module_start(struct sp_run *run, const struct sp_module *m, void **inst);
+void sp_module_stop(struct sp_run *run, const struct sp_module *m, void *inst);
+/* For a module's own start(): a zeroed instance of size in *inst, or NULL after saying why. */
+void *sp_module_inst(const struct sp_module *m, size_t size, void **inst);
+/* Load an opened skeleton (its struct X_bpf *), or say why not; 0 or -1. */
+int sp_skel_load(const struct sp_module *m, void *skel);
+/* Each of progs attached by its own kind (fentry, tp_btf), into links[]; 0 or -1. */
+int sp_attach_progs(struct sp_run *run, const struct sp_module *m, struct bpf_program **progs,
+		    int n, struct bpf_link **links);
 
 /* json.c: commas are placed by the writer, never by hand. */
 struct sp_json {

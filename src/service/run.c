@@ -163,7 +163,7 @@ void sp_run_detach(struct sp_run *run)
 	sp_targets_stop(run);
 	for (int i = sp_nr_modules - 1; i >= 0; i--) {
 		if (run->modules & (1u << i))
-			sp_modules[i]->stop(run, run->inst[i]);
+			sp_module_stop(run, sp_modules[i], run->inst[i]);
 		run->inst[i] = NULL;
 	}
 	if (!sp_pin_path(path, sizeof(path), run->pin_dir, "meta"))
@@ -177,7 +177,7 @@ int sp_run_attach(struct sp_run *run)
 	/* Saved state and --dry-run are the service's: modules are handed them. */
 	run->restore = sp_persist_apply;
 	for (int i = 0; i < sp_nr_modules; i++) {
-		if ((run->modules & (1u << i)) && sp_modules[i]->start(run, &run->inst[i])) {
+		if ((run->modules & (1u << i)) && sp_module_start(run, sp_modules[i], &run->inst[i])) {
 			sp_run_detach(run);
 			return -1;
 		}

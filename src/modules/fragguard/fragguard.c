@@ -190,12 +190,12 @@ static void tick(struct sp_run *run, void *inst);
 static int start(struct sp_run *run, void **inst)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oopts, .btf_custom_path = run->btf_path);
-	struct fg_inst *in = calloc(1, sizeof(*in));
+	struct fg_inst *in = sp_module_inst(&sp_mod_fragguard, sizeof(*in), inst);
 	struct fragguard_bpf *skel;
-	int err, prog_fd;
+	int prog_fd;
 
-	if (!(*inst = in))
-		return sp_err("fragguard: %s", strerror(ENOMEM));
+	if (!in)
+		return -1;
 	/* --iface names are looked up here: the interfaces are in our namespace. */
 	if (sp_netns_id(&in->netns))
 		return sp_err("fragguard: this namespace's identity: %s", strerror(errno));
@@ -212,10 +212,8 @@ static int start(struct sp_run *run, void **inst)
 	bpf_program__set_autoload(skel->progs.sp_fragguard_drops, sp_has(SP_F_FRAG_REASONS));
 	bpf_program__set_autoload(skel->progs.sp_fragguard_expire4, expire_by_fentry());
 	bpf_program__set_autoload(skel->progs.sp_fragguard_expire6, expire_by_fentry());
-	err = fragguard_bpf__load(skel);
-	if (err)
-		return sp_err("fragguard: load: %s", strerror(-err));
-	if (sp_module_publish(run, &sp_mod_fragguard, skel->obj, NULL, NULL))
+	if (sp_skel_load(&sp_mod_fragguard, skel) ||
+	    sp_module_publish(run, &sp_mod_fragguard, skel->obj, NULL, NULL))
 		return -1;
 	/* The first heartbeat before the first packet: a run killed before its
 	 * first tick must leave a filter that goes quiet too (never written
@@ -238,13 +236,7 @@ static int start(struct sp_run *run, void **inst)
 	} else if (expire_by_fentry()) {
 		struct bpf_program *p[2] = { skel->progs.sp_fragguard_expire4, skel->progs.sp_fragguard_expire6 };
 
-		for (int i = 0; i < 2; i++) {
-			in->expire_link[i] = bpf_program__attach(p[i]);
-			if (!in->expire_link[i])
-				return sp_err("fragguard: attach %s: %s", bpf_program__section_name(p[i]),
-					      strerror(errno));
-			sp_run_add_prog(run, bpf_program__fd(p[i]));
-		}
+		return sp_attach_progs(run, &sp_mod_fragguard, p, 2, in->expire_link);
 	}
 	return 0;
 }

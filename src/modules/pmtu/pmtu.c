@@ -88,13 +88,12 @@ static void stop(struct sp_run *run, void *inst)
 static int start(struct sp_run *run, void **inst)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = run->btf_path);
-	struct pmtu_state *st = calloc(1, sizeof(*st));
+	struct pmtu_state *st = sp_module_inst(&sp_mod_pmtu, sizeof(*st), inst);
 	const char *arg = sp_run_opt_arg(run, &mtu_probing_opt);
 	__u32 v;
-	int err;
 
-	if (!(*inst = st))
-		return sp_err("pmtu: %s", strerror(ENOMEM));
+	if (!st)
+		return -1;
 	st->saved_mtu_probing = -1;
 	st->mtu_probing_arg = arg && !sp_parse_u32(arg, 0, 2, &v) ? (int)v : -1;
 	if (sp_netns_id(&st->netns))
@@ -112,23 +111,14 @@ static int start(struct sp_run *run, void **inst)
 		bpf_program__set_autoload(st->skel->progs.sp_pmtu_icmp6, false);
 		bpf_program__set_autoload(st->skel->progs.sp_pmtu_sync, false);
 	}
-	err = pmtu_bpf__load(st->skel);
-	if (err)
-		return sp_err("pmtu: load: %s", strerror(-err));
-	if (pmtu_search_start(st) ||
+	if (sp_skel_load(&sp_mod_pmtu, st->skel) || pmtu_search_start(st) ||
 	    sp_module_publish(run, &sp_mod_pmtu, st->skel->obj, st->skel->progs.sp_pmtu, &st->link))
 		return -1;
 	if (sp_has(SP_F_FENTRY_SK)) {
 		struct bpf_program *kp[] = { st->skel->progs.sp_pmtu_icmp4, st->skel->progs.sp_pmtu_icmp6,
 					     st->skel->progs.sp_pmtu_sync };
 
-		for (int i = 0; i < 3; i++) {
-			st->klinks[i] = bpf_program__attach(kp[i]);
-			if (!st->klinks[i])
-				return sp_err("pmtu: attach %s: %s", bpf_program__section_name(kp[i]),
-					      strerror(errno));
-			sp_run_add_prog(run, bpf_program__fd(kp[i]));
-		}
+		return sp_attach_progs(run, &sp_mod_pmtu, kp, 3, st->klinks);
 	}
 	return 0;
 }

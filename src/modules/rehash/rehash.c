@@ -17,30 +17,13 @@ static const struct sp_tunable tunables[] = {
 	SP_REHASH_TUNABLES(SP_TUNABLE_ROW, struct sp_rehash_cfg)
 };
 
-struct rehash_inst {
-	struct rehash_bpf *skel;
-	struct bpf_link *link;
-};
-
-static void stop(struct sp_run *run, void *inst)
-{
-	struct rehash_inst *in = inst;
-
-	if (!in)
-		return;
-	if (in->skel)
-		sp_module_unpublish(run, in->skel->obj, &in->link);
-	rehash_bpf__destroy(in->skel);
-	free(in);
-}
-
 /*
  * rehash_bpf__open_opts(), but where the kernel has no BPF atomics but a
  * plain add (before 5.12) with the build of bpf/rehash.bpf.c made for it
  * (SP_NO_ATOMICS): the same maps and programs by name, so the skeleton
  * finds them in either.
  */
-static struct rehash_bpf *open_skel(const struct bpf_object_open_opts *opts)
+static void *open_skel(const struct bpf_object_open_opts *opts)
 {
 	struct rehash_bpf *obj = calloc(1, sizeof(*obj));
 	int err;
@@ -58,24 +41,6 @@ static struct rehash_bpf *open_skel(const struct bpf_object_open_opts *opts)
 		return NULL;
 	}
 	return obj;
-}
-
-static int start(struct sp_run *run, void **inst)
-{
-	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = run->btf_path);
-	struct rehash_inst *in = calloc(1, sizeof(*in));
-	int err;
-
-	if (!(*inst = in))
-		return sp_err("rehash: %s", strerror(ENOMEM));
-	in->skel = open_skel(&opts);
-	if (!in->skel)
-		return sp_err("rehash: open: %s", strerror(errno));
-	err = rehash_bpf__load(in->skel);
-	if (err)
-		return sp_err("rehash: load: %s", strerror(-err));
-	return sp_module_publish(run, &sp_mod_rehash, in->skel->obj, in->skel->progs.sp_rehash,
-				 &in->link);
 }
 
 /* What this kernel lets rehash do (stackpilot probe). */
@@ -365,7 +330,6 @@ const struct sp_module sp_mod_rehash = {
 	.nr_counters = SP_RH_NR,
 	.needs_cgroup = true,
 	.fit = fit,
-	.start = start,
-	.stop = stop,
+	.open = open_skel,
 	.report = report,
 };
