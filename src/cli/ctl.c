@@ -328,13 +328,11 @@ static void usage_set(FILE *out)
 
 static int get_one(const char *pin_dir, const struct sp_module *m, const struct sp_tunable *t)
 {
-	unsigned char cfg[256];
-	__u32 v;
+	unsigned char cfg[SP_CFG_MAX];
 
 	if (sp_cfg_read(pin_dir, m, cfg))
 		return -1;
-	memcpy(&v, cfg + t->off, sizeof(v));
-	printf("%s.%s=%u\n", m->name, t->name, v);
+	printf("%s.%s=%u\n", m->name, t->name, sp_cfg_get(cfg, t));
 	return 0;
 }
 
@@ -380,7 +378,7 @@ int cmd_get(int argc, char **argv)
 }
 
 /* Every module of mask back to its config in cfg (a set that failed half way). */
-static void set_revert(const char *pin_dir, __u32 mask, unsigned char (*cfg)[256])
+static void set_revert(const char *pin_dir, __u32 mask, unsigned char (*cfg)[SP_CFG_MAX])
 {
 	for (int i = 0; i < sp_nr_modules; i++)
 		if ((mask & (1u << i)) && sp_cfg_write(pin_dir, sp_modules[i], cfg[i]))
@@ -388,47 +386,36 @@ static void set_revert(const char *pin_dir, __u32 mask, unsigned char (*cfg)[256
 			       "saved ones (stackpilot get shows them)", sp_modules[i]->name);
 }
 
-int cmd_set(int argc, char **argv)
+/*
+ * All or nothing, the save included. Every module's config is read
+ * before any is written (an assignment to a module that is not loaded
+ * fails the whole command); the new state file is written beside the
+ * old one (a full folder fails here); each map is written once, its
+ * other fields kept; only then is the file put in place, and a failure
+ * after a map was written puts the maps back. So a change is never
+ * live when it was to be saved and could not be.
+ */
+static int set_all(const char *pin_dir, const struct sp_assign *as, int n)
 {
-	char pin_dir[256];
-	const struct sp_module *m;
-	const struct sp_tunable *t;
-	unsigned char old[SP_MAX_MODULES][256], cfg[SP_MAX_MODULES][256];
+	unsigned char old[SP_MAX_MODULES][SP_CFG_MAX], cfg[SP_MAX_MODULES][SP_CFG_MAX];
 	struct sp_persist_txn txn;
-	__u32 v, touched = 0, written = 0;
-	int idx, rc = parse_common(argc, argv, pin_dir, sizeof(pin_dir), NULL, usage_set);
+	__u32 touched = 0, written = 0;
+	int idx;
 
-	if (rc >= 0)
-		return rc;
-	if (optind == argc)
-		return sp_fail(2, "set: expected KEY=VALUE (see: stackpilot set --help)");
-	for (int i = optind; i < argc; i++)
-		if (sp_parse_assignment(argv[i], &m, &t, &v) || pick_cgroup(pin_dir, m))
-			return 2;
-	/*
-	 * All or nothing, the save included. Every module's config is read
-	 * before any is written (an assignment to a module that is not loaded
-	 * fails the whole command); the new state file is written beside the
-	 * old one (a full folder fails here); each map is written once, its
-	 * other fields kept; only then is the file put in place, and a failure
-	 * after a map was written puts the maps back. So a change is never
-	 * live when it was to be saved and could not be.
-	 */
-	for (int i = optind; i < argc; i++) {
-		sp_parse_assignment(argv[i], &m, &t, &v);
-		sp_module_find(m->name, &idx);
-		if (!(touched & (1u << idx)) && sp_cfg_read(pin_dir, m, old[idx]))
+	for (int i = 0; i < n; i++) {
+		sp_module_find(as[i].m->name, &idx);
+		if (!(touched & (1u << idx)) && sp_cfg_read(pin_dir, as[i].m, old[idx]))
 			return 1;
 		if (!(touched & (1u << idx)))
 			memcpy(cfg[idx], old[idx], sizeof(cfg[idx]));
 		touched |= 1u << idx;
-		memcpy(cfg[idx] + t->off, &v, sizeof(v));
+		sp_cfg_apply(cfg[idx], as[i].t, as[i].v);
 #ifdef SP_MUTANT_SET_WRITE_FIRST	/* make mutants: written before the rest is checked */
-		if (sp_cfg_write(pin_dir, m, cfg[idx]))
+		if (sp_cfg_write(pin_dir, as[i].m, cfg[idx]))
 			return 1;
 #endif
 	}
-	if (sp_persist_set_prepare(pin_dir, want_persist, argv + optind, argc - optind, &txn))
+	if (sp_persist_set_prepare(pin_dir, want_persist, as, n, &txn))
 		return 1;
 	for (int i = 0; i < sp_nr_modules; i++) {
 		if (!(touched & (1u << i)))
@@ -444,9 +431,33 @@ int cmd_set(int argc, char **argv)
 		set_revert(pin_dir, written, old);
 		return 1;
 	}
-	for (int i = optind; i < argc; i++) {
-		sp_parse_assignment(argv[i], &m, &t, &v);
-		printf("%s.%s=%u\n", m->name, t->name, v);
-	}
+	for (int i = 0; i < n; i++)
+		printf("%s.%s=%u\n", as[i].m->name, as[i].t->name, as[i].v);
 	return 0;
+}
+
+int cmd_set(int argc, char **argv)
+{
+	char pin_dir[256];
+	struct sp_assign *as;
+	int n, rc = parse_common(argc, argv, pin_dir, sizeof(pin_dir), NULL, usage_set);
+
+	if (rc >= 0)
+		return rc;
+	if (optind == argc)
+		return sp_fail(2, "set: expected KEY=VALUE (see: stackpilot set --help)");
+	/* Each assignment is parsed once, here; the rest works on its typed value. */
+	n = argc - optind;
+	as = calloc(n, sizeof(*as));
+	if (!as)
+		return sp_fail(1, "set: %s", strerror(ENOMEM));
+	for (int i = 0; i < n; i++) {
+		if (sp_parse_assignment(argv[optind + i], &as[i]) || pick_cgroup(pin_dir, as[i].m)) {
+			free(as);
+			return 2;
+		}
+	}
+	rc = set_all(pin_dir, as, n);
+	free(as);
+	return rc;
 }

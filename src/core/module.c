@@ -35,14 +35,27 @@ const char *sp_run_opt_arg(const struct sp_run *run, const struct sp_run_opt *op
 	return NULL;
 }
 
+void sp_cfg_apply(void *cfg, const struct sp_tunable *t, __u32 v)
+{
+	memcpy((unsigned char *)cfg + t->off, &v, sizeof(v));
+}
+
+__u32 sp_cfg_get(const void *cfg, const struct sp_tunable *t)
+{
+	__u32 v;
+
+	memcpy(&v, (const unsigned char *)cfg + t->off, sizeof(v));
+	return v;
+}
+
 /* A module's first config: the defaults, then what the run's cfg_init changes. */
 int sp_cfg_write_initial(struct sp_run *run, const struct sp_module *m, int map_fd)
 {
-	unsigned char cfg[256] = {};
+	unsigned char cfg[SP_CFG_MAX] = {};
 	__u32 zero = 0;
 
 	for (int i = 0; i < m->nr_tunables; i++)
-		memcpy(cfg + m->tunables[i].off, &m->tunables[i].def, sizeof(__u32));
+		sp_cfg_apply(cfg, &m->tunables[i], m->tunables[i].def);
 	/* Before the programs attach: no connection ever sees the defaults instead. */
 	if (run && run->cfg_init)
 		run->cfg_init(run, m, cfg);

@@ -30,6 +30,25 @@ struct sp_tunable {
 /* The rows of an X-macro list, as a constant: (0 SP_X_TUNABLES(SP_COUNT_ROW, _)). */
 #define SP_COUNT_ROW(...) + 1
 
+/* A tunable's value, typed: what MODULE.KEY=VALUE becomes, once. */
+struct sp_assign {
+	const struct sp_module *m;
+	const struct sp_tunable *t;
+	__u32 v;
+};
+/* Why sp_assign_parse() refused an assignment. */
+enum sp_assign_err {
+	SP_ASSIGN_SYNTAX = 1,	/* no KEY=VALUE */
+	SP_ASSIGN_KEY_LONG,
+	SP_ASSIGN_NO_DOT,	/* KEY is not MODULE.NAME */
+	SP_ASSIGN_MODULE,	/* no such module */
+	SP_ASSIGN_TUNABLE,	/* no such tunable */
+	SP_ASSIGN_RANGE,	/* VALUE outside the tunable's range */
+	SP_ASSIGN_ZEROS,	/* VALUE with leading zeros */
+	SP_ASSIGN_NAN,		/* VALUE not a number */
+};
+#define SP_CFG_MAX 256	/* bytes of a module's config struct, at most */
+
 struct sp_run;
 struct sp_report;
 struct sp_fit;
@@ -189,6 +208,7 @@ void sp_unlock_targets(const struct sp_run *run);
 int sp_ensure_bpffs(const char *pin_dir);
 int sp_check_pin_path(const char *pin_dir);
 int sp_cgroup2_mount(char *buf, size_t len);
+int sp_cgroup2_find(char *buf, size_t len);	/* the same, read only: mounts nothing */
 extern bool sp_mounted_bpffs, sp_mounted_cgroup2;
 void sp_unmount_ours(void);
 int sp_resolve_cgroup(const char *arg, char *out, size_t len);
@@ -213,8 +233,20 @@ int sp_fit_modules(unsigned int *mask, unsigned int named);
 void *sp_run_inst(const struct sp_run *run, const struct sp_module *m);
 const struct sp_tunable *sp_tunable_find(const char *key,
 					 const struct sp_module **mod);
-int sp_parse_assignment(const char *arg, const struct sp_module **mod,
-			const struct sp_tunable **t, __u32 *val);
+/*
+ * MODULE.KEY=VALUE as a typed value: the one parse of an assignment, for
+ * the command line, a config file and saved state alike. 0, or a reason
+ * (enum sp_assign_err) for the caller to word; sp_parse_assignment()
+ * words it for the command line and a config file.
+ */
+int sp_assign_parse(const char *arg, struct sp_assign *a);
+int sp_parse_assignment(const char *arg, struct sp_assign *a);
+/*
+ * The one place a tunable's value goes into a module's config (defaults,
+ * a config file, `set`, saved state, --dry-run, a clamp), and comes out.
+ */
+void sp_cfg_apply(void *cfg, const struct sp_tunable *t, __u32 v);
+__u32 sp_cfg_get(const void *cfg, const struct sp_tunable *t);
 int sp_cfg_write_initial(struct sp_run *run, const struct sp_module *m, int map_fd);
 int sp_cfg_read(const char *pin_dir, const struct sp_module *m, void *cfg);
 int sp_cfg_write(const char *pin_dir, const struct sp_module *m, const void *cfg);

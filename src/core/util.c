@@ -214,27 +214,37 @@ static bool is_empty_dir(const char *path)
 	return n == 0;
 }
 
-/* Where cgroup v2 is mounted: /sys/fs/cgroup on unified hosts, .../unified on hybrid ones. */
-int sp_cgroup2_mount(char *buf, size_t len)
+/*
+ * Where cgroup v2 is mounted, from mountinfo, into buf ("" when nowhere);
+ * mounts nothing. -1 with errno when mountinfo cannot be read.
+ */
+int sp_cgroup2_find(char *buf, size_t len)
 {
 	char line[4096], mnt[PATH_MAX], *sep;
 	FILE *f = fopen("/proc/self/mountinfo", "r");
-	int found = -1;
 
+	buf[0] = '\0';
 	if (!f)
-		return sp_err("cannot read /proc/self/mountinfo: %s", strerror(errno));
-	while (found && fgets(line, sizeof(line), f)) {
+		return -1;
+	while (!buf[0] && fgets(line, sizeof(line), f)) {
 		/* id parent maj:min root mountpoint opts [optional...] - fstype ... */
 		sep = strstr(line, " - ");
-		if (!sep || strncmp(sep + 3, "cgroup2 ", 8))
-			continue;
-		if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1 &&
-		    strlen(mnt) < len) {
+		if (sep && !strncmp(sep + 3, "cgroup2 ", 8) &&
+		    sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1 && strlen(mnt) < len)
 			snprintf(buf, len, "%s", mnt);
-			found = 0;
-		}
 	}
 	fclose(f);
+	return 0;
+}
+
+/* Where cgroup v2 is mounted: /sys/fs/cgroup on unified hosts, .../unified on hybrid ones. */
+int sp_cgroup2_mount(char *buf, size_t len)
+{
+	int found;
+
+	if (sp_cgroup2_find(buf, len))
+		return sp_err("cannot read /proc/self/mountinfo: %s", strerror(errno));
+	found = buf[0] ? 0 : -1;
 	/* None at all, as under `ip netns exec` (a fresh /sys): mount one where
 	 * systemd would, if that place is free. */
 	if (found && is_empty_dir("/sys/fs/cgroup") &&

@@ -94,16 +94,13 @@ void sp_status_progs(const struct sp_meta *meta, struct sp_report *rep)
  */
 bool sp_status_module(const char *pin_dir, const struct sp_module *m, struct sp_report *rep)
 {
-	unsigned char cfg[256];
+	unsigned char cfg[SP_CFG_MAX];
 	bool have_cfg = !sp_cfg_read(pin_dir, m, cfg);
 
 	sp_report_reset(rep);
-	for (int i = 0; have_cfg && i < m->nr_tunables; i++) {
-		__u32 v;
-
-		memcpy(&v, cfg + m->tunables[i].off, sizeof(v));
-		sp_rec_gauge(rep, "cfg", m->tunables[i].name, v, "", m->tunables[i].help);
-	}
+	for (int i = 0; have_cfg && i < m->nr_tunables; i++)
+		sp_rec_gauge(rep, "cfg", m->tunables[i].name, sp_cfg_get(cfg, &m->tunables[i]), "",
+			     m->tunables[i].help);
 	if (m->nr_counters)
 		sp_report_counters(rep, pin_dir, m->counter_map, m->counters, m->nr_counters);
 	if (m->report)

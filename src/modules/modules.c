@@ -55,58 +55,98 @@ int sp_parse_modules(const char *list, __u32 *mask)
 	return 0;
 }
 
-const struct sp_tunable *sp_tunable_find(const char *key, const struct sp_module **mod)
+/* The tunable KEY names, or the reason there is none. */
+static int tunable_of(const char *key, const struct sp_module **mod, const struct sp_tunable **t)
 {
 	const char *dot = strchr(key, '.');
 	char name[64];
 	const struct sp_module *m;
 
-	if (!dot || (size_t)(dot - key) >= sizeof(name)) {
-		sp_err("tunable '%s': expected MODULE.NAME, e.g. tcpstats.port", key);
-		return NULL;
-	}
+	if (!dot || (size_t)(dot - key) >= sizeof(name))
+		return SP_ASSIGN_NO_DOT;
 	memcpy(name, key, dot - key);
 	name[dot - key] = '\0';
 	m = sp_module_find(name, NULL);
-	if (!m) {
-		sp_err("unknown module '%s' in tunable '%s'", name, key);
-		return NULL;
-	}
+	if (!m)
+		return SP_ASSIGN_MODULE;
+	*mod = m;
 	for (int i = 0; i < m->nr_tunables; i++) {
 		if (!strcmp(m->tunables[i].name, dot + 1)) {
-			*mod = m;
-			return &m->tunables[i];
+			*t = &m->tunables[i];
+			return 0;
 		}
 	}
-	sp_err("unknown tunable '%s' (see: stackpilot get --help)", key);
-	return NULL;
+	return SP_ASSIGN_TUNABLE;
 }
 
-/* KEY=VALUE, checked against the tunable's range. */
-int sp_parse_assignment(const char *arg, const struct sp_module **mod,
-			const struct sp_tunable **t, __u32 *val)
+/* The command line's and a config file's words for why KEY names no tunable. */
+static void tunable_err(int why, const char *key)
+{
+	const char *dot = strchr(key, '.');
+
+	if (why == SP_ASSIGN_NO_DOT)
+		sp_err("tunable '%s': expected MODULE.NAME, e.g. tcpstats.port", key);
+	else if (why == SP_ASSIGN_MODULE)
+		sp_err("unknown module '%.*s' in tunable '%s'", (int)(dot - key), key, key);
+	else
+		sp_err("unknown tunable '%s' (see: stackpilot get --help)", key);
+}
+
+const struct sp_tunable *sp_tunable_find(const char *key, const struct sp_module **mod)
+{
+	const struct sp_tunable *t = NULL;
+	int why = tunable_of(key, mod, &t);
+
+	if (why)
+		tunable_err(why, key);
+	return t;
+}
+
+int sp_assign_parse(const char *arg, struct sp_assign *a)
 {
 	const char *eq = strchr(arg, '=');
 	char key[128];
 	int err;
 
 	if (!eq || eq == arg)
-		return sp_err("'%s': expected KEY=VALUE", arg);
+		return SP_ASSIGN_SYNTAX;
 	if ((size_t)(eq - arg) >= sizeof(key))
-		return sp_err("'%s': key too long", arg);
+		return SP_ASSIGN_KEY_LONG;
 	memcpy(key, arg, eq - arg);
 	key[eq - arg] = '\0';
-	*t = sp_tunable_find(key, mod);
-	if (!*t)
-		return -1;
-	err = sp_parse_u32(eq + 1, (*t)->min, (*t)->max, val);
-	if (err == -ERANGE)
-		return sp_err("%s=%s: out of range [%u, %u]", key, eq + 1, (*t)->min, (*t)->max);
-	if (err == -EDOM)
-		return sp_err("%s=%s: leading zeros not allowed (decimal, or 0x for hex)", key, eq + 1);
+	a->m = NULL;
+	a->t = NULL;
+	err = tunable_of(key, &a->m, &a->t);
 	if (err)
+		return err;
+	err = sp_parse_u32(eq + 1, a->t->min, a->t->max, &a->v);
+	if (err == -ERANGE)
+		return SP_ASSIGN_RANGE;
+	return err == -EDOM ? SP_ASSIGN_ZEROS : err ? SP_ASSIGN_NAN : 0;
+}
+
+/* KEY=VALUE, checked against the tunable's range; -1 after one line saying why. */
+int sp_parse_assignment(const char *arg, struct sp_assign *a)
+{
+	const char *eq = strchr(arg, '=');
+	int why = sp_assign_parse(arg, a), klen = eq ? (int)(eq - arg) : 0;
+	char key[128];
+
+	if (why == SP_ASSIGN_SYNTAX)
+		return sp_err("'%s': expected KEY=VALUE", arg);
+	if (why == SP_ASSIGN_KEY_LONG)
+		return sp_err("'%s': key too long", arg);
+	if (!why)
+		return 0;
+	snprintf(key, sizeof(key), "%.*s", klen, arg);
+	if (why == SP_ASSIGN_RANGE)
+		return sp_err("%s=%s: out of range [%u, %u]", key, eq + 1, a->t->min, a->t->max);
+	if (why == SP_ASSIGN_ZEROS)
+		return sp_err("%s=%s: leading zeros not allowed (decimal, or 0x for hex)", key, eq + 1);
+	if (why == SP_ASSIGN_NAN)
 		return sp_err("%s=%s: not a number", key, eq + 1);
-	return 0;
+	tunable_err(why, key);
+	return -1;
 }
 
 void *sp_run_inst(const struct sp_run *run, const struct sp_module *m)

@@ -93,8 +93,8 @@ __u32 sp_cfg_value(const struct sp_cfg_section *s, const struct sp_module *m,
 		   const struct sp_tunable *t)
 {
 	for (int i = 0; i < s->nr_sets; i++)
-		if (s->sets[i].m == m && s->sets[i].t == t)
-			return s->sets[i].val;
+		if (s->sets[i].a.m == m && s->sets[i].a.t == t)
+			return s->sets[i].a.v;
 	return t->def;
 }
 
@@ -160,14 +160,14 @@ static int parse_set(struct sp_cfg_section *s, const char *key, const char *val,
 		return sp_err("more than %d tunables in one section", SP_CFG_MAX_SETS);
 	set = &s->sets[s->nr_sets];
 	snprintf(arg, sizeof(arg), "%s=%s", key, val);
-	if (sp_parse_assignment(arg, &set->m, &set->t, &set->val))
+	if (sp_parse_assignment(arg, &set->a))
 		return -1;
-	if (global != set->m->needs_iface)
-		return sp_err("%s: %s attaches to %s: set it %s", key, set->m->name,
+	if (global != set->a.m->needs_iface)
+		return sp_err("%s: %s attaches to %s: set it %s", key, set->a.m->name,
 			      global ? "cgroups" : "interfaces",
 			      global ? "in a [cgroup PATH] section" : "before any section");
 	for (int i = 0; i < s->nr_sets; i++)
-		if (s->sets[i].t == set->t && s->sets[i].m == set->m)
+		if (s->sets[i].a.t == set->a.t && s->sets[i].a.m == set->a.m)
 			return sp_err("%s: already set at line %d", key, s->sets[i].line);
 	set->line = line;
 	s->nr_sets++;
@@ -330,12 +330,12 @@ static int check_section(const struct sp_config *c, const struct sp_cfg_section 
 	for (int i = 0; i < s->nr_sets; i++) {
 		int idx;
 
-		sp_module_find(s->sets[i].m->name, &idx);
+		sp_module_find(s->sets[i].a.m->name, &idx);
 		if (s->modules & (1u << idx))
 			continue;
 		snprintf(where, len, "%s:%d", c->file, s->sets[i].line);
-		return sp_err("%s.%s: module %s is not in this section's modules", s->sets[i].m->name,
-			      s->sets[i].t->name, s->sets[i].m->name);
+		return sp_err("%s.%s: module %s is not in this section's modules", s->sets[i].a.m->name,
+			      s->sets[i].a.t->name, s->sets[i].a.m->name);
 	}
 	return 0;
 }

@@ -22,9 +22,7 @@ enum sp_cfg_key {
 
 /* One `module.key = value` line. */
 struct sp_cfg_set {
-	const struct sp_module *m;
-	const struct sp_tunable *t;
-	__u32 val;
+	struct sp_assign a;
 	int line;
 };
 

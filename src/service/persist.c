@@ -54,26 +54,6 @@ int sp_persist_opt(struct sp_run *run, int opt, const char *arg)
 	return 0;
 }
 
-/*
- * Where cgroup v2 is mounted here, or "": read only, unlike
- * sp_cgroup2_mount(), which mounts one when there is none (`set` must not).
- */
-static void cgroup2_mount(char *buf, size_t len)
-{
-	char line[4096], mnt[4096], *sep;
-	FILE *f = fopen("/proc/self/mountinfo", "r");
-
-	buf[0] = '\0';
-	while (f && !buf[0] && fgets(line, sizeof(line), f)) {
-		sep = strstr(line, " - ");
-		if (sep && !strncmp(sep + 3, "cgroup2 ", 8) &&
-		    sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1 && strlen(mnt) < len)
-			snprintf(buf, len, "%s", mnt);
-	}
-	if (f)
-		fclose(f);
-}
-
 /* The cgroup of run relative to the cgroup v2 mount ("" for the root), or NULL. */
 static const char *cgroup_rel(const struct sp_run *run, char *buf, size_t len)
 {
@@ -82,7 +62,7 @@ static const char *cgroup_rel(const struct sp_run *run, char *buf, size_t len)
 
 	if (!run->cgroup[0])
 		return NULL;
-	cgroup2_mount(mnt, sizeof(mnt));
+	sp_cgroup2_find(mnt, sizeof(mnt));	/* read only: `set` must mount nothing */
 	n = strlen(mnt);
 	if (n && !strncmp(run->cgroup, mnt, n) && (run->cgroup[n] == '/' || !run->cgroup[n]))
 		snprintf(buf, len, "%s", run->cgroup + n + (run->cgroup[n] == '/'));
@@ -260,33 +240,22 @@ static void saved_put(struct saved_set *s, const struct sp_module *m, const stru
 static void parse_saved(struct sp_persist_reader *r, const char *line, struct saved_set *s)
 {
 	const char *eq = strchr(line, '='), *dot = strchr(line, '.');
-	const struct sp_module *m = NULL;
-	char mod[32];
-	__u32 v;
+	struct sp_assign a;
+	int why = sp_assign_parse(line, &a);
 
-	if (!eq || !dot || dot > eq || (size_t)(dot - line) >= sizeof(mod)) {
+	/* A state file's own words for each reason: they name file:line. */
+	if (!why)
+		saved_put(s, a.m, a.t, a.v);
+	else if (why == SP_ASSIGN_SYNTAX || why == SP_ASSIGN_NO_DOT ||
+		 (why == SP_ASSIGN_MODULE && dot - line >= 32))
 		sp_persist_bad(r, "expected MODULE.NAME=VALUE");
-		return;
-	}
-	memcpy(mod, line, dot - line);
-	mod[dot - line] = '\0';
-	if (!(m = sp_module_find(mod, NULL))) {
-		sp_persist_bad(r, "unknown module '%s'", mod);
-		return;
-	}
-	for (int i = 0; i < m->nr_tunables; i++) {
-		const struct sp_tunable *t = &m->tunables[i];
-
-		if (strlen(t->name) != (size_t)(eq - dot - 1) || strncmp(t->name, dot + 1, eq - dot - 1))
-			continue;
-		if (sp_parse_u32(eq + 1, t->min, t->max, &v))
-			sp_persist_bad(r, "%s.%s=%.32s: not a number in [%u, %u]", mod, t->name,
-				       eq + 1, t->min, t->max);
-		else
-			saved_put(s, m, t, v);
-		return;
-	}
-	sp_persist_bad(r, "unknown tunable '%.*s'", (int)(eq - line), line);
+	else if (why == SP_ASSIGN_MODULE)
+		sp_persist_bad(r, "unknown module '%.*s'", (int)(dot - line), line);
+	else if (why == SP_ASSIGN_TUNABLE || why == SP_ASSIGN_KEY_LONG)
+		sp_persist_bad(r, "unknown tunable '%.*s'", (int)(eq - line), line);
+	else
+		sp_persist_bad(r, "%s.%s=%.32s: not a number in [%u, %u]", a.m->name, a.t->name,
+			       eq + 1, a.t->min, a.t->max);
 }
 
 static void read_saved(const struct sp_run *run, const char *path, struct saved_set *s)
@@ -333,10 +302,10 @@ static const struct sp_tunable *find_enforce(const struct sp_module *m)
 
 int sp_persist_apply(struct sp_run *run, const struct sp_module *m, int cfg_fd)
 {
-	unsigned char cfg[256];
+	unsigned char cfg[SP_CFG_MAX];
 	const struct sp_tunable *enf = find_enforce(m);
 	char path[PATH_MAX];
-	__u32 zero = 0, changed = 0, off = 0;
+	__u32 zero = 0, changed = 0;
 
 	if (cached_run != run) {
 		cache.n = 0;
@@ -349,14 +318,14 @@ int sp_persist_apply(struct sp_run *run, const struct sp_module *m, int cfg_fd)
 	for (int i = 0; i < cache.n; i++) {
 		if (cache.e[i].m != m)
 			continue;
-		memcpy(cfg + cache.e[i].t->off, &cache.e[i].v, sizeof(__u32));
+		sp_cfg_apply(cfg, cache.e[i].t, cache.e[i].v);
 		sp_log(SP_LOG_INFO, "%s.%s=%u (saved for cgroup %s)", m->name, cache.e[i].t->name,
 		       cache.e[i].v, run->cgroup[0] ? run->cgroup : "-");
 		changed++;
 	}
 	/* Dry run wins over a saved enforce=1: nothing acts until `set` says so. */
 	if (run->dry_run && enf) {
-		memcpy(cfg + enf->off, &off, sizeof(off));
+		sp_cfg_apply(cfg, enf, 0);
 		changed++;
 	}
 	if (changed && bpf_map_update_elem(cfg_fd, &zero, cfg, BPF_ANY))
@@ -509,17 +478,14 @@ void sp_persist_meta(const struct sp_run *run, struct sp_meta *meta)
 
 /* ---- set ---------------------------------------------------------------- */
 
-int sp_persist_set_prepare(const char *pin_dir, int force, char **assign, int n,
+int sp_persist_set_prepare(const char *pin_dir, int force, const struct sp_assign *as, int n,
 			   struct sp_persist_txn *txn)
 {
 	struct sp_run run = {};	/* what the files are named after */
-	const struct sp_module *m;
-	const struct sp_tunable *t;
 	struct saved_set *s;
 	struct sp_meta meta;
 	char *slash;
 	int fd, err;
-	__u32 v;
 
 	txn->lock_fd = -1;
 	txn->tmp[0] = '\0';
@@ -554,8 +520,7 @@ int sp_persist_set_prepare(const char *pin_dir, int force, char **assign, int n,
 	}
 	read_saved(&run, meta.state_file, s);
 	for (int i = 0; i < n; i++)
-		if (!sp_parse_assignment(assign[i], &m, &t, &v))
-			saved_put(s, m, t, v);
+		saved_put(s, as[i].m, as[i].t, as[i].v);
 	err = write_tmp(&run, meta.state_file, fill_saved, s, txn->tmp, sizeof(txn->tmp));
 	free(s);
 	if (err) {
@@ -595,20 +560,18 @@ void sp_persist_report(const char *pin_dir, const struct sp_meta *meta, struct s
 		"started with --dry-run and some module's enforce is still 0: counting, not acting" };
 	static const struct sp_field per = { "persist", SP_BOOL, false, "",
 		"tunables set now are saved for the next run; learned state is saved" };
-	unsigned char cfg[256];
+	unsigned char cfg[SP_CFG_MAX];
 	bool off = false;
 
 	for (int i = 0; (meta->flags & SP_META_DRY_RUN) && i < sp_nr_modules; i++) {
 		const struct sp_tunable *enf = find_enforce(sp_modules[i]);
 		char path[512];
-		__u32 v;
 
 		if (!(meta->modules & (1u << i)) || !enf ||
 		    sp_pin_path(path, sizeof(path), pin_dir, sp_modules[i]->cfg_map) || access(path, F_OK) ||
 		    sp_cfg_read(pin_dir, sp_modules[i], cfg))
 			continue;
-		memcpy(&v, cfg + enf->off, sizeof(v));
-		off |= !v;
+		off |= !sp_cfg_get(cfg, enf);
 	}
 	sp_rec_add(rep, NULL, &dry)->b = off;
 	sp_rec_add(rep, NULL, &per)->b = meta->flags & SP_META_PERSIST;

@@ -51,7 +51,7 @@ struct sp_persist_txn {
 	int lock_fd;
 	char path[PATH_MAX], tmp[PATH_MAX + 32];	/* tmp "": nothing to save */
 };
-int sp_persist_set_prepare(const char *pin_dir, int force, char **assign, int n,
+int sp_persist_set_prepare(const char *pin_dir, int force, const struct sp_assign *as, int n,
 			   struct sp_persist_txn *txn);
 int sp_persist_set_commit(struct sp_persist_txn *txn);
 void sp_persist_set_abort(struct sp_persist_txn *txn);

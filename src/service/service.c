@@ -69,8 +69,8 @@ static void cfg_init(struct sp_run *run, const struct sp_module *m, void *cfg)
 	const struct sp_cfg_section *sec = &((struct inst *)run->owner)->sec;
 
 	for (int i = 0; i < sec->nr_sets; i++)
-		if (sec->sets[i].m == m)
-			memcpy((char *)cfg + sec->sets[i].t->off, &sec->sets[i].val, sizeof(__u32));
+		if (sec->sets[i].a.m == m)
+			sp_cfg_apply(cfg, sec->sets[i].a.t, sec->sets[i].a.v);
 }
 
 static const char *what(const struct inst *in)
@@ -288,7 +288,7 @@ static int saved_reload(struct inst *in, const struct sp_module *m, const struct
 /* Write the tunables of in whose configured value differs in sec; one line each. */
 static int retune(struct inst *in, const struct sp_cfg_section *sec)
 {
-	unsigned char cfg[256];
+	unsigned char cfg[SP_CFG_MAX];
 	int changed = 0;
 
 	for (int i = 0; i < sp_nr_modules; i++) {
@@ -315,7 +315,7 @@ static int retune(struct inst *in, const struct sp_cfg_section *sec)
 				       "for it could not be replaced", what(in), m->name, t->name, now);
 				continue;
 			}
-			memcpy(cfg + t->off, &now, sizeof(now));
+			sp_cfg_apply(cfg, t, now);
 			dirty = true;
 			changed++;
 			sp_log(SP_LOG_INFO, "%s%s: %s.%s %u -> %u", in->abs[0] ? "cgroup " : "",

@@ -80,20 +80,19 @@ static void test_modules(void)
 static void test_tunables(void)
 {
 	const struct sp_module *m = NULL;
-	const struct sp_tunable *t = NULL;
-	__u32 v = 0;
+	struct sp_assign a = {};
 
 	CHECK("tunable_find", sp_tunable_find("tcpstats.port", &m) && m &&
 	      STREQ(m->name, "tcpstats"));
 	CHECK("tunable_no_dot", !sp_tunable_find("port", &m));
 	CHECK("tunable_unknown_module", !sp_tunable_find("nope.port", &m));
 	CHECK("tunable_unknown_name", !sp_tunable_find("tcpstats.nope", &m));
-	CHECK("assign_ok", EQ(sp_parse_assignment("tcpstats.port=5201", &m, &t, &v), 0) &&
-	      EQ(v, 5201) && STREQ(t->name, "port"));
-	CHECK_EQ("assign_out_of_range", sp_parse_assignment("tcpstats.port=65536", &m, &t, &v), -1);
-	CHECK_EQ("assign_no_value", sp_parse_assignment("tcpstats.port=", &m, &t, &v), -1);
-	CHECK_EQ("assign_no_equals", sp_parse_assignment("tcpstats.port", &m, &t, &v), -1);
-	CHECK_EQ("assign_no_key", sp_parse_assignment("=5", &m, &t, &v), -1);
+	CHECK("assign_ok", EQ(sp_parse_assignment("tcpstats.port=5201", &a), 0) &&
+	      EQ(a.v, 5201) && STREQ(a.t->name, "port"));
+	CHECK_EQ("assign_out_of_range", sp_parse_assignment("tcpstats.port=65536", &a), -1);
+	CHECK_EQ("assign_no_value", sp_parse_assignment("tcpstats.port=", &a), -1);
+	CHECK_EQ("assign_no_equals", sp_parse_assignment("tcpstats.port", &a), -1);
+	CHECK_EQ("assign_no_key", sp_parse_assignment("=5", &a), -1);
 }
 
 static void test_paths(void)

@@ -32,11 +32,9 @@ void pmtu_read_cfg(struct pmtu_state *st, struct sp_pmtu_cfg *c)
 		memset(c, 0, sizeof(*c));
 	/* Written from outside too: clamp as the BPF side does. */
 	for (int i = 0; i < PMTU_NR_TUNABLES; i++) {
-		__u32 *v = (__u32 *)((char *)c + pmtu_tunables[i].off);
+		const struct sp_tunable *t = &pmtu_tunables[i];
+		__u32 v = sp_cfg_get(c, t);
 
-		if (*v < pmtu_tunables[i].min)
-			*v = pmtu_tunables[i].min;
-		if (*v > pmtu_tunables[i].max)
-			*v = pmtu_tunables[i].max;
+		sp_cfg_apply(c, t, v < t->min ? t->min : v > t->max ? t->max : v);
 	}
 }
