@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "core/sp.h"
+#include "modules/modules.h"
 #include "core/probe.h"
 #include "cli/cli.h"
 

@@ -16,6 +16,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "core/sp.h"
+#include "service/service.h"
+#include "modules/modules.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/probe.h"

@@ -10,6 +10,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "core/sp.h"
+#include "modules/modules.h"
 #include "service/config.h"
 #include "service/persist.h"
 #include "export/export.h"

@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <string.h>
 #include "core/sp.h"
+#include "modules/modules.h"
 #include "export/export.h"
 #include "cli/cli.h"
 

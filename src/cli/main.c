@@ -2,6 +2,8 @@
 /* stackpilot: command dispatch. Each command lives in its own file. */
 #include <string.h>
 #include "core/sp.h"
+#include "service/run.h"
+#include "modules/modules.h"
 #include "cli/cli.h"
 #include "core/log.h"
 #include "service/config.h"

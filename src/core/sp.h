@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Loader internals: the module table, tunables, and shared helpers. */
+/*
+ * The core of the loader, below every other layer: what a module is and
+ * what a run holds, tunables, errors and logs, pins, the status records.
+ * Nothing here names a module or knows who runs them (docs/architecture.md).
+ */
 #ifndef SP_H
 #define SP_H
 
@@ -117,10 +121,6 @@ struct sp_module {
 #define SP_MAX_MODULES	16	/* bits of sp_meta.modules that are used */
 #define SP_MAX_CGROUPS	64	/* [cgroup] sections of a config file */
 #define SP_MAX_RUN_OPTS	16
-extern const struct sp_module *const sp_modules[];
-extern const int sp_nr_modules;
-extern const struct sp_module sp_mod_tcpstats, sp_mod_rehash, sp_mod_fragguard, sp_mod_pmtu;
-void sp_fg_report(const char *pin_dir, struct sp_report *rep);	/* fragguard_report.c */
 
 /* What one `stackpilot run` holds. */
 struct sp_run {
@@ -152,28 +152,6 @@ struct sp_run {
 	int (*restore)(struct sp_run *run, const struct sp_module *m, int cfg_fd);
 	bool keep_pin_dir;		/* detach leaves pin_dir (it holds other runs' folders) */
 };
-
-/* run.c: what attaches a run's modules and takes them down again, for run and config.c. */
-int sp_run_attach(struct sp_run *run);	/* 0, or -1 with nothing left attached */
-void sp_run_detach(struct sp_run *run);
-int sp_lock_pin_dir(const char *pin_dir);	/* the folder's flock fd, or -1 */
-void sp_sweep_pins(const char *pin_dir);	/* a killed run's pins, once we hold the lock */
-/* The runs whose modules tick (every 100 ms) while the loop runs. */
-void sp_runs_add(struct sp_run *run);
-void sp_runs_del(struct sp_run *run);
-/* Called on SIGHUP instead of ending the run, when set (a config run re-reads its file). */
-extern void (*sp_reload_hook)(void);
-/*
- * The event loop until a signal ends it; 0, or 1. Every interval seconds
- * (0: never) show(pin_dir): what --interval shows is the caller's.
- */
-typedef void sp_show_fn(char *pin_dir);
-int sp_run_loop(char *pin_dir, __u32 interval, sp_show_fn *show);
-
-
-/* run.c: set by SIGINT/SIGTERM/SIGHUP; long module work checks it. */
-#include <signal.h>
-extern volatile sig_atomic_t sp_stopping;
 
 /* log.c: errors are log lines too, at the bottom of every layer. */
 int sp_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -219,28 +197,6 @@ extern int sp_pin_errors;	/* sp_open_pinned() failures, for status's exit code *
 int sp_map_lookup_sized(int fd, const void *key, void *val, __u32 size);
 void sp_run_add_prog(struct sp_run *run, int prog_fd);
 
-/* modules.c */
-const struct sp_module *sp_module_find(const char *name, int *idx);
-int sp_parse_modules(const char *list, __u32 *mask);
-/*
- * Takes the modules of *mask this kernel cannot run out of it, each with a
- * warning line; a module in named (asked for by name) is an error instead:
- * -1 after its one line, *mask unchanged past it. Without the privileges
- * to probe, takes nothing out (the load will say what is wrong).
- */
-int sp_fit_modules(unsigned int *mask, unsigned int named);
-/* The instance of m in run, or NULL when m is not running there. */
-void *sp_run_inst(const struct sp_run *run, const struct sp_module *m);
-const struct sp_tunable *sp_tunable_find(const char *key,
-					 const struct sp_module **mod);
-/*
- * MODULE.KEY=VALUE as a typed value: the one parse of an assignment, for
- * the command line, a config file and saved state alike. 0, or a reason
- * (enum sp_assign_err) for the caller to word; sp_parse_assignment()
- * words it for the command line and a config file.
- */
-int sp_assign_parse(const char *arg, struct sp_assign *a);
-int sp_parse_assignment(const char *arg, struct sp_assign *a);
 /*
  * The one place a tunable's value goes into a module's config (defaults,
  * a config file, `set`, saved state, --dry-run, a clamp), and comes out.
@@ -291,7 +247,7 @@ void sp_json_bool(struct sp_json *j, bool v);
 void sp_json_null(struct sp_json *j);
 
 /*
- * report.c: one status model, rendered as text and JSON by ctl.c (and later
+ * report.c: one status model, rendered as text and JSON by `status` (and
  * as Prometheus metrics, issue 13). A module's report() adds records (named
  * values with a type and a unit; consecutive records of one group form a
  * nested object) and tables (rows of such values: top-N lists). Names are
@@ -361,7 +317,6 @@ struct sp_table *sp_table_add(struct sp_report *r, const char *key, const char *
 struct sp_val *sp_table_row(struct sp_table *t);
 /* One element of a module's per-CPU counter array: its record's key, help, unit (NULL: a count). */
 struct sp_counter { const char *name, *help, *unit; };
-extern const struct sp_counter sp_fg_counters[];	/* fragguard_report.c: SP_FG_NR of them */
 /* A pinned per-CPU counter array, summed over CPUs, as counter records. */
 void sp_report_counters(struct sp_report *r, const char *pin_dir, const char *map,
 			const struct sp_counter *c, int n);
@@ -369,7 +324,6 @@ void sp_report_counters(struct sp_report *r, const char *pin_dir, const char *ma
 void sp_report_text(const struct sp_report *r, FILE *out, const char *indent);
 /* JSON: members of the object j is in (groups as nested objects), then tables as arrays. */
 void sp_report_json(const struct sp_report *r, struct sp_json *j);
-
 
 /* ---- loader core v2 (issue 9): log levels, module run options, signals ---- */
 enum { SP_LOG_ERROR, SP_LOG_WARN, SP_LOG_INFO, SP_LOG_DEBUG };
@@ -403,8 +357,6 @@ void sp_run_opt_register(const struct sp_run_opt *opt);
 /* What was registered, in order: `run` parses these (core/module.c). */
 extern const struct sp_run_opt *sp_run_opts[SP_MAX_RUN_OPTS];
 extern int sp_nr_run_opts;
-/* SIGINT/SIGTERM/SIGHUP are blocked from the start of `run` and read from a signalfd. */
-void sp_run_block_signals(void);
 
 /* Targets that vanish and come back (targets.c). Modules react through ops. */
 struct sp_target_ops {
@@ -412,9 +364,5 @@ struct sp_target_ops {
 	/* run->ifindex[i] is already the new device's; 0 or -1 after logging why. */
 	int (*iface_back)(struct sp_run *run, void *inst, int i, int old_ifindex);
 };
-int sp_targets_start(struct sp_run *run);
-void sp_targets_stop(struct sp_run *run);
-/* run.c: (re)write the pinned meta map from run. */
-int sp_run_publish_meta(struct sp_run *run);
 
 #endif /* SP_H */

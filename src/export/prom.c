@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE	/* memmem */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,6 +27,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include "core/sp.h"
+#include "modules/modules.h"
 #include "export/export.h"
 #include "core/loop.h"
 #include "core/state.h"

@@ -9,6 +9,13 @@
 #include <bpf/libbpf.h>
 #include "core/sp.h"
 #include "core/probe.h"
+#include "modules/modules.h"
+
+/*
+ * Each module's declaration (modules/NAME/NAME.c): adding a module is a
+ * line here and one in the table below (docs/adding-a-module.md).
+ */
+extern const struct sp_module sp_mod_tcpstats, sp_mod_rehash, sp_mod_fragguard, sp_mod_pmtu;
 
 /* Order is attach order, and the bit order of sp_meta.modules. */
 const struct sp_module *const sp_modules[] = {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include "core/sp.h"
+#include "modules/modules.h"
 #include "export/export.h"
 #include "core/log.h"
 #include "service/config.h"

@@ -82,12 +82,5 @@ __u32 sp_cfg_value(const struct sp_cfg_section *s, const struct sp_module *m,
 
 
 int cmd_check_config(int argc, char **argv);
-/*
- * service.c: `run --config FILE` to its end. keep_log_level: --log-level or
- * --verbose was given and wins over the file's; interval -1: the file's;
- * dry_run: --dry-run, for every instance. State persists (run --persist).
- */
-int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_run,
-		  sp_show_fn *show);
 
 #endif

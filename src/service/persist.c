@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <bpf/bpf.h>
 #include "core/sp.h"
+#include "modules/modules.h"
 #include "export/export.h"
 #include "core/loop.h"
 #include "service/persist.h"

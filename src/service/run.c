@@ -23,12 +23,14 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "core/sp.h"
+#include "service/run.h"
+#include "modules/modules.h"
 #include "export/export.h"
 #include "service/persist.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/state.h"
-#include "service/config.h"
+#include "service/targets.h"
 #include "core/probe.h"
 
 volatile sig_atomic_t sp_stopping;

@@ -30,6 +30,8 @@
 #include <sys/stat.h>
 #include <bpf/bpf.h>
 #include "core/sp.h"
+#include "service/service.h"
+#include "modules/modules.h"
 #include "export/export.h"
 #include "core/log.h"
 #include "core/loop.h"

@@ -20,6 +20,8 @@
 #include <linux/rtnetlink.h>
 #include <bpf/bpf.h>
 #include "core/sp.h"
+#include "service/targets.h"
+#include "modules/modules.h"
 #include "service/persist.h"
 #include "core/loop.h"
 #include "core/nl.h"

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "core/sp.h"
+#include "modules/modules.h"
 #include "service/config.h"
 #include "check.h"
 

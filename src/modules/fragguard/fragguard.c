@@ -18,6 +18,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "core/sp.h"
+#include "modules/fragguard/fragguard.h"
 #include "core/probe.h"
 #include "core/state.h"
 #include "fragguard.skel.h"

@@ -9,6 +9,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "core/sp.h"
+#include "modules/fragguard/fragguard.h"
 
 const struct sp_counter sp_fg_counters[SP_FG_NR] = {
 	[SP_FG_FRAGS] = { "fragments", "IPv4/IPv6 fragments seen on the attached interfaces" },

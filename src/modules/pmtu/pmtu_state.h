@@ -62,6 +62,8 @@ struct pmtu_state {
 	unsigned char buf[PMTU_BUF] __attribute__((aligned(16)));
 };
 
+extern const struct sp_module sp_mod_pmtu;
+
 /* pmtu_persist.c: the destinations learned, kept across runs. */
 extern const struct sp_persister pmtu_persister;
 
