@@ -87,11 +87,34 @@ FORCE:
 # Keep the objects and skeletons between builds.
 .SECONDARY: $(BPF_OBJS) $(SKELS)
 
-.PHONY: all deps check test vmtest bench mutants run clean man install uninstall FORCE
+.PHONY: all deps check test vmtest bench mutants run clean man install uninstall layers FORCE
 all: $(OUTPUT)/stackpilot $(OUTPUT)/test_unit $(OUTPUT)/test_fragguard $(OUTPUT)/tcptool $(OUTPUT)/fragflood $(OUTPUT)/fragdiff $(OUTPUT)/fgcost $(OUTPUT)/rhfloor
 
 deps:
 	$(Q)scripts/install-deps.sh
+
+# Imports point down only (docs/architecture.md): each layer of src/
+# includes its own headers and those of the layers below it, never one
+# above, and a module's folder includes no other module's. A call needs a
+# declaration (-Werror), and each layer declares its names in its own
+# headers, so these includes are the whole import graph. Prints what
+# breaks the rule and fails, or prints nothing.
+LAYER_ORDER := core modules export service cli
+layers:
+	$(Q)fail=0; above="$(LAYER_ORDER)"; \
+	for l in $(LAYER_ORDER); do \
+		above=$${above#*$$l}; \
+		files=$$(ls src/$$l/*.[ch] 2>/dev/null); \
+		[ $$l != modules ] || files="$$files $$(ls src/modules/*/*.[ch])"; \
+		for u in $$above; do \
+			grep -Hn "#include \"$$u/" $$files && fail=1; \
+		done; \
+	done; \
+	for d in src/modules/*/; do \
+		n=$$(basename $$d); \
+		grep -Hn '#include "modules/' $$d*.[ch] | grep -v "\"modules/$$n/" && fail=1; \
+	done; \
+	exit $$fail
 
 $(OUTPUT):
 	$(Q)mkdir -p $@

@@ -10,7 +10,7 @@ static const struct sp_tunable tunables[] = {
 };
 
 /* The skeleton is all there is: the core loads it and attaches its sockops program. */
-static void *open(const struct bpf_object_open_opts *opts)
+static void *open_skel(const struct bpf_object_open_opts *opts)
 {
 	return tcpstats_bpf__open_opts(opts);
 }
@@ -39,5 +39,5 @@ const struct sp_module sp_mod_tcpstats = {
 	.nr_counters = SP_TS_NR,
 	.needs_cgroup = true,
 	.fit = fit,
-	.open = open,
+	.open = open_skel,
 };
