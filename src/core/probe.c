@@ -409,6 +409,18 @@ void sp_fit_choice(struct sp_fit *fit, const char *what, enum sp_feat f, const c
 		sp_fit_mech(fit, what, without, cost);
 }
 
+bool sp_fit_table(struct sp_fit *fit, const enum sp_feat *needs, int nr_needs,
+		  const struct sp_choice *choices, int nr_choices)
+{
+	for (int i = 0; i < nr_needs; i++)
+		if (!sp_fit_need(fit, needs[i]))
+			return false;
+	for (int i = 0; i < nr_choices; i++)
+		sp_fit_choice(fit, choices[i].what, choices[i].f, choices[i].with, choices[i].without,
+			      choices[i].cost);
+	return true;
+}
+
 void sp_fit_refusal(const char *module, const struct sp_fit *fit, char *buf, size_t len)
 {
 	const struct sp_feat_desc *d = &sp_feat_desc[fit->refused - 1];

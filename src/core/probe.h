@@ -73,6 +73,19 @@ void sp_fit_mech(struct sp_fit *fit, const char *what, const char *how, const ch
 /* In a fit(): "with" when the kernel has f, else "without" at that cost. */
 void sp_fit_choice(struct sp_fit *fit, const char *what, enum sp_feat f, const char *with,
 		   const char *without, const char *cost);
+/* A mechanism the kernel may offer: "with" when it has f, else "without" at that cost. */
+struct sp_choice {
+	const char *what;
+	enum sp_feat f;
+	const char *with, *without, *cost;
+};
+/*
+ * In a fit(), from the module's tables: what it cannot run without, in
+ * order (the first missing is the refusal), then its choices. False when
+ * refused: the choices are not looked at then.
+ */
+bool sp_fit_table(struct sp_fit *fit, const enum sp_feat *needs, int nr_needs,
+		  const struct sp_choice *choices, int nr_choices);
 /* "fragguard: needs bpf_loop() (Linux 5.17), which this kernel lacks" into buf. */
 void sp_fit_refusal(const char *module, const struct sp_fit *fit, char *buf, size_t len);
 

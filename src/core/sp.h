@@ -33,6 +33,8 @@ struct sp_tunable {
 	{ #name, offsetof(cfg_type, name), min, max, def, help },
 /* The rows of an X-macro list, as a constant: (0 SP_X_TUNABLES(SP_COUNT_ROW, _)). */
 #define SP_COUNT_ROW(...) + 1
+/* The elements of an array (not a pointer). */
+#define SP_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 /* A tunable's value, typed: what MODULE.KEY=VALUE becomes, once. */
 struct sp_assign {
@@ -117,6 +119,18 @@ struct sp_module {
 	/* How it follows an --iface that vanishes and comes back, or NULL. */
 	const struct sp_target_ops *target_ops;
 };
+
+/*
+ * What a module's name gives of its declaration: its config map is
+ * NAME_cfg (bpf/NAME.bpf.c), holding the config struct that its tunable
+ * table describes. A module's struct sp_module starts with this.
+ */
+#define SP_MODULE(nm, cfg_type, table)						\
+	.name = #nm, .cfg_map = #nm "_cfg", .cfg_size = sizeof(cfg_type),	\
+	.tunables = table, .nr_tunables = SP_LEN(table)
+/* Its counters: the per-CPU array NAME_ctr, an element for each of table. */
+#define SP_COUNTERS(nm, table) \
+	.counter_map = #nm "_ctr", .counters = table, .nr_counters = SP_LEN(table)
 
 #define SP_MAX_MODULES	16	/* bits of sp_meta.modules that are used */
 #define SP_MAX_CGROUPS	64	/* [cgroup] sections of a config file */

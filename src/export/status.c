@@ -17,23 +17,20 @@
 
 int sp_instances(const char *pin_dir, char (*names)[256], int max)
 {
-	DIR *d = opendir(pin_dir);
-	struct dirent *e;
+	struct dirent **e;
 	char p[600];
-	int n = 0;
-
-	if (!d)
-		return 0;
-	while ((e = readdir(d)) && n < max) {
-		if (e->d_type != DT_DIR || e->d_name[0] == '.' ||
-		    snprintf(p, sizeof(p), "%s/%s/meta", pin_dir, e->d_name) >= (int)sizeof(p) ||
-		    access(p, F_OK))
-			continue;
-		snprintf(names[n++], 256, "%s", e->d_name);
-	}
-	closedir(d);
 	/* In name order: the same order every time, for people and diffs. */
-	qsort(names, n, 256, (int (*)(const void *, const void *))strcmp);
+	int nr = scandir(pin_dir, &e, NULL, alphasort), n = 0;
+
+	for (int i = 0; i < nr; i++) {
+		if (n < max && e[i]->d_type == DT_DIR && e[i]->d_name[0] != '.' &&
+		    snprintf(p, sizeof(p), "%s/%s/meta", pin_dir, e[i]->d_name) < (int)sizeof(p) &&
+		    !access(p, F_OK))
+			snprintf(names[n++], 256, "%s", e[i]->d_name);
+		free(e[i]);
+	}
+	if (nr >= 0)
+		free(e);
 	return n;
 }
 

@@ -244,15 +244,18 @@ static int start(struct sp_run *run, void **inst)
 
 /* What this kernel lets fragguard do (stackpilot probe). The newest need first:
  * a refusal then names the kernel that has them all. */
+static const enum sp_feat needs[] = { SP_F_LOOP, SP_F_TIMER, SP_F_FOR_EACH };
+static const struct sp_choice choices[] = {
+	{ "attach", SP_F_TCX, "tcx", "clsact",
+	  "a run killed with SIGKILL leaves its filter attached until the next start "
+	  "in the namespace removes it; from 2 s after the run's last tick it lets "
+	  "every fragment through (orphaned)" },
+};
+
 static void fit(struct sp_fit *f)
 {
-	if (!sp_fit_need(f, SP_F_LOOP) || !sp_fit_need(f, SP_F_TIMER) ||
-	    !sp_fit_need(f, SP_F_FOR_EACH))
+	if (!sp_fit_table(f, needs, SP_LEN(needs), choices, SP_LEN(choices)))
 		return;
-	sp_fit_choice(f, "attach", SP_F_TCX, "tcx", "clsact",
-		      "a run killed with SIGKILL leaves its filter attached until the next start "
-		      "in the namespace removes it; from 2 s after the run's last tick it lets "
-		      "every fragment through (orphaned)");
 	/* The kernel's own reassembly drops: expiries, restarts, duplicates. */
 	if (sp_has(SP_F_FRAG_REASONS))
 		sp_fit_mech(f, "kernel drops", "drop reasons", NULL);
@@ -352,15 +355,9 @@ static void tick(struct sp_run *run, void *inst)
 }
 
 const struct sp_module sp_mod_fragguard = {
-	.name = "fragguard",
+	SP_MODULE(fragguard, struct sp_fg_cfg, tunables),
 	.summary = "per-peer IP fragment memory control at tc ingress of --iface devices",
-	.cfg_map = "fragguard_cfg",
-	.cfg_size = sizeof(struct sp_fg_cfg),
-	.tunables = tunables,
-	.nr_tunables = sizeof(tunables) / sizeof(tunables[0]),
-	.counter_map = "fragguard_ctr",
-	.counters = sp_fg_counters,
-	.nr_counters = SP_FG_NR,
+	SP_COUNTERS(fragguard, sp_fg_counters),
 	.needs_iface = true,
 	.fit = fit,
 	.start = start,

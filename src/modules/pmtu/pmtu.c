@@ -124,21 +124,23 @@ static int start(struct sp_run *run, void **inst)
 }
 
 /* What this kernel lets pmtu do (stackpilot probe). */
+static const enum sp_feat needs[] = { SP_F_SKC_TCP, SP_F_SK_STORAGE, SP_F_RINGBUF };
+static const struct sp_choice choices[] = {
+	{ "clamp", SP_F_MAXSEG, "TCP_MAXSEG", "no clamp",
+	  "connections are not clamped: later connections start right only where "
+	  "pmtu.route=1 installs a route MTU, which every socket of the namespace uses" },
+	{ "namespaces", SP_F_NETNS_COOKIE, "netns cookie", "netns inode",
+	  "what a namespace learned may apply to a later namespace that gets its inode "
+	  "number, until it expires (interval_s)" },
+	/* The kernel's own discoveries: ICMP reductions and tcp_mtu_probing's results. */
+	{ "kernel pmtu", SP_F_FENTRY_SK, "fentry", "no fentry",
+	  "paths are learned from stackpilot's own probes and from connections that "
+	  "deliver learn_kb, not from ICMP messages or the kernel's own MTU probing" },
+};
+
 static void fit(struct sp_fit *f)
 {
-	if (!sp_fit_need(f, SP_F_SKC_TCP) || !sp_fit_need(f, SP_F_SK_STORAGE) ||
-	    !sp_fit_need(f, SP_F_RINGBUF))
-		return;
-	sp_fit_choice(f, "clamp", SP_F_MAXSEG, "TCP_MAXSEG", "no clamp",
-		      "connections are not clamped: later connections start right only where "
-		      "pmtu.route=1 installs a route MTU, which every socket of the namespace uses");
-	sp_fit_choice(f, "namespaces", SP_F_NETNS_COOKIE, "netns cookie", "netns inode",
-		      "what a namespace learned may apply to a later namespace that gets its inode "
-		      "number, until it expires (interval_s)");
-	/* The kernel's own discoveries: ICMP reductions and tcp_mtu_probing's results. */
-	sp_fit_choice(f, "kernel pmtu", SP_F_FENTRY_SK, "fentry", "no fentry",
-		      "paths are learned from stackpilot's own probes and from connections that "
-		      "deliver learn_kb, not from ICMP messages or the kernel's own MTU probing");
+	sp_fit_table(f, needs, SP_LEN(needs), choices, SP_LEN(choices));
 }
 
 /* ---- status ------------------------------------------------------------- */
@@ -215,16 +217,10 @@ static void report(const char *pin_dir, struct sp_report *rep)
 }
 
 const struct sp_module sp_mod_pmtu = {
-	.name = "pmtu",
+	SP_MODULE(pmtu, struct sp_pmtu_cfg, pmtu_tunables),
 	.summary = "learn each destination's path MTU once; start later connections at it",
-	.cfg_map = "pmtu_cfg",
-	.cfg_size = sizeof(struct sp_pmtu_cfg),
-	.tunables = pmtu_tunables,
-	.nr_tunables = PMTU_NR_TUNABLES,
+	SP_COUNTERS(pmtu, counters),
 	.needs_cgroup = true,
-	.counter_map = "pmtu_ctr",
-	.counters = counters,
-	.nr_counters = SP_PM_NR,
 	.fit = fit,
 	.start = start,
 	.stop = stop,

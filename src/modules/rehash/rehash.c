@@ -44,17 +44,20 @@ static void *open_skel(const struct bpf_object_open_opts *opts)
 }
 
 /* What this kernel lets rehash do (stackpilot probe). */
+static const enum sp_feat needs[] = { SP_F_SKC_TCP, SP_F_SK_STORAGE };
+static const struct sp_choice choices[] = {
+	{ "atomics", SP_F_ATOMICS, "atomics", "no atomics",
+	  "policy 1/2: two flows of a pair deciding at the same instant may both "
+	  "move, where one would" },
+	/* Policy 2 holds the kernel's own RTO rehash off with it. */
+	{ "rto", SP_F_TXREHASH, "SO_TXREHASH", "no SO_TXREHASH",
+	  "the kernel rehashes at every RTO: policy 2's RTO steering and calm "
+	  "hashes (rto_steered, rto_to_calm) are overwritten at once" },
+};
+
 static void fit(struct sp_fit *f)
 {
-	if (!sp_fit_need(f, SP_F_SKC_TCP) || !sp_fit_need(f, SP_F_SK_STORAGE))
-		return;
-	sp_fit_choice(f, "atomics", SP_F_ATOMICS, "atomics", "no atomics",
-		      "policy 1/2: two flows of a pair deciding at the same instant may both "
-		      "move, where one would");
-	/* Policy 2 holds the kernel's own RTO rehash off with it. */
-	sp_fit_choice(f, "rto", SP_F_TXREHASH, "SO_TXREHASH", "no SO_TXREHASH",
-		      "the kernel rehashes at every RTO: policy 2's RTO steering and calm "
-		      "hashes (rto_steered, rto_to_calm) are overwritten at once");
+	sp_fit_table(f, needs, SP_LEN(needs), choices, SP_LEN(choices));
 }
 
 static const struct sp_counter counters[SP_RH_NR] = {
@@ -319,15 +322,9 @@ static void report(const char *pin_dir, struct sp_report *rep)
 }
 
 const struct sp_module sp_mod_rehash = {
-	.name = "rehash",
+	SP_MODULE(rehash, struct sp_rehash_cfg, tunables),
 	.summary = "move flows off congested ECMP paths by changing sk_txhash after losses",
-	.cfg_map = "rehash_cfg",
-	.cfg_size = sizeof(struct sp_rehash_cfg),
-	.tunables = tunables,
-	.nr_tunables = sizeof(tunables) / sizeof(tunables[0]),
-	.counter_map = "rehash_ctr",
-	.counters = counters,
-	.nr_counters = SP_RH_NR,
+	SP_COUNTERS(rehash, counters),
 	.needs_cgroup = true,
 	.fit = fit,
 	.open = open_skel,

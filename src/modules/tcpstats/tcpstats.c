@@ -28,15 +28,9 @@ static const struct sp_counter counters[SP_TS_NR] = {
 };
 
 const struct sp_module sp_mod_tcpstats = {
-	.name = "tcpstats",
+	SP_MODULE(tcpstats, struct sp_tcpstats_cfg, tunables),
 	.summary = "per-cgroup TCP counters: connections, retransmitted segments, RTOs",
-	.cfg_map = "tcpstats_cfg",
-	.cfg_size = sizeof(struct sp_tcpstats_cfg),
-	.tunables = tunables,
-	.nr_tunables = sizeof(tunables) / sizeof(tunables[0]),
-	.counter_map = "tcpstats_ctr",
-	.counters = counters,
-	.nr_counters = SP_TS_NR,
+	SP_COUNTERS(tcpstats, counters),
 	.needs_cgroup = true,
 	.fit = fit,
 	.open = open_skel,
