@@ -138,7 +138,7 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 			if ((rc = sp_metrics_opt(opt, optarg)))
 				return rc;
 			break;
-		case 'P': case 'S': case 'D':	/* persist.c */
+		case 'P': case 'S': case 'D':	/* service/persist.c */
 			if ((rc = sp_persist_opt(run, opt, optarg)))
 				return rc;
 			break;

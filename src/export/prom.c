@@ -227,7 +227,7 @@ static void render_table(FILE *out, const struct sp_table *t, const char *module
 	}
 }
 
-/* The programs table (ctl.c): id, name, run_cnt, run_time_ns, avg_ns. */
+/* The programs table (status.c): id, name, run_cnt, run_time_ns, avg_ns. */
 static void render_progs(FILE *out, const struct sp_table *t)
 {
 	static const char *const names[] = { "stackpilot_bpf_program_runs_total",

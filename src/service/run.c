@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * `stackpilot run`: attach the chosen modules, stay in the foreground, and
- * on SIGINT/SIGTERM/SIGHUP take down everything this run made. Parse, set
- * up, then one event loop (loop.c) until a signal arrives on the signalfd.
+ * A run: attach the chosen modules, and on SIGINT/SIGTERM/SIGHUP take
+ * down everything this run made. One event loop (loop.c) until a signal
+ * arrives on the signalfd. `run`'s options and checks are cli/cmd_run.c.
  *
  * Cgroup programs are attached through bpf_links held only by this process,
  * so even a SIGKILL detaches them; pins are removed on the normal exit path
@@ -12,8 +12,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
-#include <net/if.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,15 +21,14 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "core/sp.h"
-#include "service/run.h"
-#include "modules/modules.h"
-#include "export/export.h"
-#include "service/persist.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/state.h"
+#include "modules/modules.h"
+#include "export/export.h"
+#include "service/persist.h"
 #include "service/targets.h"
-#include "core/probe.h"
+#include "service/run.h"
 
 volatile sig_atomic_t sp_stopping;
 

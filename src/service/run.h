@@ -6,7 +6,7 @@
 #include <signal.h>
 #include "core/sp.h"
 
-/* run.c: what attaches a run's modules and takes them down again, for run and config.c. */
+/* run.c: what attaches a run's modules and takes them down again, for `run` and service.c. */
 int sp_run_attach(struct sp_run *run);	/* 0, or -1 with nothing left attached */
 void sp_run_detach(struct sp_run *run);
 int sp_lock_pin_dir(const char *pin_dir);	/* the folder's flock fd, or -1 */
