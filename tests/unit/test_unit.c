@@ -94,6 +94,18 @@ static void test_tunables(void)
 	CHECK_EQ("assign_no_value", sp_parse_assignment("tcpstats.port=", &a), -1);
 	CHECK_EQ("assign_no_equals", sp_parse_assignment("tcpstats.port", &a), -1);
 	CHECK_EQ("assign_no_key", sp_parse_assignment("=5", &a), -1);
+	/* The one parse, whose reasons the command line and a state file each word. */
+	CHECK_EQ("assign_reason_syntax", sp_assign_parse("x", &a), SP_ASSIGN_SYNTAX);
+	CHECK_EQ("assign_reason_no_dot", sp_assign_parse("port=1", &a), SP_ASSIGN_NO_DOT);
+	CHECK_EQ("assign_reason_module", sp_assign_parse("nope.port=1", &a), SP_ASSIGN_MODULE);
+	CHECK_EQ("assign_reason_tunable", sp_assign_parse("tcpstats.nope=1", &a), SP_ASSIGN_TUNABLE);
+	CHECK_EQ("assign_reason_range", sp_assign_parse("tcpstats.port=65536", &a), SP_ASSIGN_RANGE);
+	CHECK_EQ("assign_reason_zeros", sp_assign_parse("tcpstats.port=010", &a), SP_ASSIGN_ZEROS);
+	CHECK_EQ("assign_reason_nan", sp_assign_parse("tcpstats.port=x", &a), SP_ASSIGN_NAN);
+	unsigned char cfg[SP_CFG_MAX] = {};
+
+	CHECK("cfg_apply_get", EQ(sp_assign_parse("tcpstats.port=443", &a), 0) &&
+	      (sp_cfg_apply(cfg, a.t, a.v), EQ(sp_cfg_get(cfg, a.t), 443)));
 }
 
 static void test_paths(void)
