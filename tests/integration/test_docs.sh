@@ -80,3 +80,21 @@ t_docs_readme_modules() {
 	assert_eq "$listed" "$help" "README module rows vs stackpilot --help's Modules"
 	assert_eq "$probed" "$help" "stackpilot probe --json's modules vs --help's"
 }
+
+# What a module's declaration cannot generate is held against it: each
+# module the loader has gets its man page, named in stackpilot(8)'s SEE
+# ALSO, and a row of panels in the Grafana dashboard that query its metrics.
+t_docs_module_artifacts() {
+	local m missing= dash=$ROOT/dist/grafana/stackpilot.json
+	for m in $("$SP" --help | awk '/^Modules:/ { on = 1; next } /^$/ { on = 0 } on { print $1 }'); do
+		[ -f "$ROOT/docs/stackpilot-$m.rst" ] || missing="$missing docs/stackpilot-$m.rst"
+		grep -q "\*\*stackpilot-$m\*\*" "$ROOT/docs/stackpilot.rst" ||
+			missing="$missing stackpilot.rst-SEE-ALSO:$m"
+		jq -e --arg m "$m" 'any(.panels[]; .type == "row" and .title == $m)' "$dash" >/dev/null ||
+			missing="$missing grafana-row:$m"
+		jq -r '.. | .expr? // empty' "$dash" | grep -q "stackpilot_${m}_" ||
+			missing="$missing grafana-query:$m"
+	done
+	[ -n "$m" ] || fail "stackpilot --help lists no modules"
+	[ -z "$missing" ] || fail "modules without their artifacts:$missing"
+}

@@ -109,3 +109,8 @@ t_lint_finds_planted_lines() {
 	want="1 2 9 "
 	assert_eq "$got" "$want" "lines lint_unit_checks finds in $TMP/planted.c"
 }
+
+# The layers of src/ (docs/architecture.md): an include only points down.
+t_lint_layers() {
+	make -s -C "$ROOT" layers >"$TMP/layers" 2>&1 || fail "make layers: $(cat "$TMP/layers")"
+}
