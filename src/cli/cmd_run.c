@@ -11,8 +11,10 @@
 #include <getopt.h>
 #include <net/if.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "core/sp.h"
@@ -26,6 +28,9 @@
 #include "service/config.h"
 #include "service/persist.h"
 #include "cli/cli.h"
+
+/* --interval, for the live view's "last N s". */
+static __u32 live_interval;
 
 static void usage_run(FILE *out)
 {
@@ -49,7 +54,9 @@ static void usage_run(FILE *out)
 "  --pin-path DIR     pin folder on a bpf filesystem (default %s)\n"
 "  --btf FILE         kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
 "  --interval SEC     print status every SEC seconds; 0 = never (default 2;\n"
-"                     0 when stderr is the journal)\n"
+"                     0 when stderr is the journal). On a terminal, one screen\n"
+"                     redrawn in place: what each module did, since start and\n"
+"                     over the last SEC s; elsewhere, every counter (status --all)\n"
 "  --log-level LEVEL  error, warn, info (default) or debug\n"
 "  --metrics-textfile DIR  write DIR/stackpilot.prom (Prometheus text, for\n"
 "                     node_exporter) every --interval, or 10 s if it is 0\n"
@@ -244,12 +251,62 @@ static int setup_run(struct sp_run *run, struct run_args *a, int *lock_fd, int *
 	return 0;
 }
 
-/* --interval: the status of the run's pins, as `stackpilot status` shows it. */
+/*
+ * --interval on a terminal: one screen redrawn in place (home, then each
+ * line cleared to its end, then the rest of the screen), the plain summary
+ * since start and over the last interval, cut to the terminal's size (at
+ * most 80x24, what every terminal has).
+ */
+static void show_live(char *pin_dir)
+{
+	static struct sp_live live;
+	static bool drawn;
+	struct winsize ws;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+	int rows = 24, shown = 0;
+
+	if (!out)
+		return;
+	live.width = 80;
+	if (!ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) && ws.ws_col && ws.ws_row) {
+		live.width = ws.ws_col < 80 ? ws.ws_col : 80;
+		rows = ws.ws_row < 24 ? ws.ws_row : 24;
+	}
+	live.rows = rows;
+	live.secs = live_interval;
+	sp_status_live(pin_dir, out, &live);
+	fprintf(out, "\nCtrl-C detaches. Every counter: stackpilot status --all\033[K\n");
+	fclose(out);
+	/* The first time, the whole screen: what was on it is not ours. */
+	fputs(drawn ? "\033[H" : "\033[H\033[2J", stdout);
+	drawn = true;
+	/* At most rows - 1 lines: the cursor stays on the last one, and nothing scrolls. */
+	for (char *l = buf, *nl; l && *l && shown < rows - 1; l = nl ? nl + 1 : NULL, shown++) {
+		nl = strchr(l, '\n');
+		fwrite(l, 1, nl ? (size_t)(nl - l) : strlen(l), stdout);
+		if (nl && shown + 1 < rows - 1)
+			fputc('\n', stdout);
+	}
+	fputs("\033[J", stdout);
+	fflush(stdout);
+	free(buf);
+}
+
+/*
+ * --interval: on a terminal the live view; elsewhere (a file, a pipe, the
+ * journal) every counter of the run's pins, as `stackpilot status --all`.
+ */
 static void show_status(char *pin_dir)
 {
-	char *args[] = { "status", "--pin-path", pin_dir, NULL };
+	char *args[] = { "status", "--all", "--pin-path", pin_dir, NULL };
 
-	cmd_status(3, args);
+	if (isatty(STDOUT_FILENO)) {
+		show_live(pin_dir);
+		return;
+	}
+	cmd_status(4, args);
 	fflush(stdout);
 }
 
@@ -265,6 +322,7 @@ int cmd_run(int argc, char **argv)
 	rc = parse_run(argc, argv, &run, &a);
 	if (rc >= 0)
 		return rc;
+	live_interval = a.interval;
 	if (!a.verbose)
 		libbpf_set_print(NULL);	/* our own one-line errors instead */
 	else

@@ -16,8 +16,8 @@
 #include "export/export.h"
 #include "cli/cli.h"
 
-/* status --prometheus; set --persist (1) / --no-persist (-1). parse_common() sets them. */
-static bool want_prom;
+/* status --prometheus, --all; set --persist (1) / --no-persist (-1). parse_common() sets them. */
+static bool want_prom, want_all;
 static int want_persist;
 static void usage_set(FILE *out);
 
@@ -68,6 +68,7 @@ static int parse_common(int argc, char **argv, char *pin_dir, size_t len,
 		{ "pin-path", required_argument, NULL, 'p' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "prometheus", no_argument, NULL, 'P' },
+		{ "all", no_argument, NULL, 'a' },
 		{ "persist", no_argument, NULL, 'S' },
 		{ "no-persist", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
@@ -95,6 +96,11 @@ static int parse_common(int argc, char **argv, char *pin_dir, size_t len,
 			if (!json)
 				return sp_fail(2, "--prometheus is only for status");
 			want_prom = true;
+			break;
+		case 'a':
+			if (!json)
+				return sp_fail(2, "--all is only for status");
+			want_all = true;
 			break;
 		case 'c': cgroup = optarg; break;
 		case 'S': case 'N':
@@ -206,19 +212,94 @@ static void status_text(const char *pin_dir, const struct sp_meta *meta, bool al
 	sp_report_text(rep, stdout, "");
 }
 
+/*
+ * The plain summary of one instance: what is attached where, a line or
+ * two of words a module (its .say, laid out by export/), and warnings.
+ * With live: also what the counters added since the last call (run's
+ * live view), each line ending with eol; live keeps the values.
+ */
+static void status_plain(const char *pin_dir, const struct sp_meta *meta, bool alive,
+			 unsigned long long up, struct sp_report *rep, FILE *out,
+			 struct sp_live *live)
+{
+	const char *eol = live ? "\033[K" : "";
+	int width = live ? live->width : 80, lines = live ? live->rows : 1000;
+	char text[1024], head[24];
+	struct sp_summary s;
+	const struct sp_table *t;
+	int name, state, kind;
+
+	fprintf(out, "stackpilot pid %u%s, up %llu s", meta->pid,
+		alive ? "" : " (not running: stale pins)", up);
+	if (meta->cgroup[0])
+		fprintf(out, ", cgroup %.*s", (int)sizeof(meta->cgroup), meta->cgroup);
+	for (__u32 i = 0; i < meta->nr_ifaces && i < SP_MAX_IFACES; i++) {
+		char name[32];
+
+		iface_name(meta, i, name, sizeof(name));
+		fprintf(out, "%s%s", i ? "," : ", iface ", name);
+	}
+	fprintf(out, "%s\n", eol);
+	if (meta->flags & SP_META_DRY_RUN)
+		fprintf(out, "dry run (--dry-run): modules count what they would do and do not act%s\n",
+			eol);
+	for (int i = 0; i < sp_nr_modules; i++) {
+		const struct sp_module *m = sp_modules[i];
+
+		if (!(meta->modules & (1u << i)))
+			continue;
+		sp_status_summary(pin_dir, m, rep, &s);
+		if (!sp_summary_words(&s, NULL, false, text, sizeof(text)))
+			snprintf(text, sizeof(text), "attached");
+		sp_summary_wrap(out, m->name, text, width, live ? 2 : lines, eol);
+		if (live && live->have) {
+			snprintf(head, sizeof(head), "last %.0f s:", live->secs);
+			if (!sp_summary_words(&s, &live->prev[i], false, text + strlen(head) + 1,
+					      sizeof(text) - strlen(head) - 1))
+				snprintf(text + strlen(head) + 1, sizeof(text) - strlen(head) - 1,
+					 "nothing new");
+			memcpy(text, head, strlen(head));
+			text[strlen(head)] = ' ';
+			sp_summary_wrap(out, "", text, width, 1, eol);
+		}
+		if (sp_summary_words(&s, NULL, true, text, sizeof(text))) {
+			snprintf(head, sizeof(head), "warning:");
+			sp_summary_wrap(out, head, text, width, live ? 1 : lines, eol);
+		}
+		if (live)
+			live->prev[i] = s;
+	}
+	/* Targets that went: the run follows them back, but nothing acts there meanwhile. */
+	sp_report_reset(rep);
+	sp_targets_report(pin_dir, rep);
+	t = sp_table_find(rep, "targets");
+	kind = sp_table_col(t, "kind"), name = sp_table_col(t, "name"), state = sp_table_col(t, "state");
+	for (int r = 0; t && kind >= 0 && name >= 0 && state >= 0 && r < t->nr_rows; r++)
+		if (strcmp(t->rows[r][state].s, "attached"))
+			fprintf(out, "warning:   %s %s is %s: nothing acts there until it is back%s\n",
+				t->rows[r][kind].s, t->rows[r][name].s, t->rows[r][state].s, eol);
+	if (live)
+		live->have = true;
+}
+
 static void usage_status(FILE *out)
 {
 	fprintf(out,
-"Usage: stackpilot status [--json | --prometheus] [--pin-path DIR] [--cgroup PATH]\n"
-"What the running stackpilot attached where, each module's counters, and each\n"
-"program's run count and average run time (kernel BPF stats, enabled by `run`).\n"
+"Usage: stackpilot status [--all | --json | --prometheus] [--pin-path DIR]\n"
+"                         [--cgroup PATH]\n"
+"What the running stackpilot attached where, and what each module did, in\n"
+"words; warnings (a target gone, a map full).\n"
+"--all: every counter of each module, and each program's run count and average\n"
+"run time (kernel BPF stats, enabled by `run`).\n"
+"--json: what --all shows, for scripts.\n"
 "--prometheus: the same as Prometheus text exposition (docs/metrics.md).\n"
 "A config run (run --config) has one instance per cgroup: all are shown, or the\n"
 "one of --cgroup PATH (as written in the file).\n");
 }
 
 /* One instance's status; 0, or 1 when its meta cannot be read. */
-static int status_one(const char *pin_dir, struct sp_json *j, struct sp_report *rep)
+static int status_one(const char *pin_dir, struct sp_json *j, struct sp_report *rep,
+		      FILE *out, struct sp_live *live)
 {
 	struct sp_meta meta;
 	struct timespec ts;
@@ -232,8 +313,10 @@ static int status_one(const char *pin_dir, struct sp_json *j, struct sp_report *
 	up = ts.tv_sec - meta.started_ns / 1000000000ULL;
 	if (j)
 		status_json(j, pin_dir, &meta, alive, up, rep);
-	else
+	else if (want_all)
 		status_text(pin_dir, &meta, alive, up, rep);
+	else
+		status_plain(pin_dir, &meta, alive, up, rep, out, live);
 	return 0;
 }
 
@@ -249,8 +332,8 @@ int cmd_status(int argc, char **argv)
 		return rc;
 	if (optind < argc)
 		return sp_fail(2, "status: unexpected argument '%s'", argv[optind]);
-	if (want_prom && json)
-		return sp_fail(2, "status: --json or --prometheus, not both");
+	if (want_prom + json + want_all > 1)
+		return sp_fail(2, "status: one of --all, --json and --prometheus");
 	if (want_prom)
 		return sp_prom_write(pin_dir, stdout);
 	sp_pin_errors = 0;
@@ -268,7 +351,7 @@ int cmd_status(int argc, char **argv)
 			       "has no pins until one does)", pin_dir);
 	}
 	if (!n) {
-		rc = status_one(pin_dir, json ? &j : NULL, rep);
+		rc = status_one(pin_dir, json ? &j : NULL, rep, stdout, NULL);
 	} else {
 		if (json) {
 			sp_json_begin_object(&j);
@@ -277,10 +360,10 @@ int cmd_status(int argc, char **argv)
 			sp_json_key(&j, "instances");
 			sp_json_begin_array(&j);
 		}
-		rc = !access(dir, F_OK) && status_one(pin_dir, json ? &j : NULL, rep);
+		rc = !access(dir, F_OK) && status_one(pin_dir, json ? &j : NULL, rep, stdout, NULL);
 		for (int i = 0; i < n; i++) {
 			rc |= sp_pin_path(dir, sizeof(dir), pin_dir, names[i]) ? 1 :
-			      status_one(dir, json ? &j : NULL, rep);
+			      status_one(dir, json ? &j : NULL, rep, stdout, NULL);
 		}
 		if (json)
 			sp_json_end_array(&j), sp_json_end_object(&j);
@@ -290,6 +373,26 @@ int cmd_status(int argc, char **argv)
 	free(rep);
 	/* Output stays well-formed, but a missing pin is a failure to report. */
 	return rc || sp_pin_errors ? 1 : 0;
+}
+
+int sp_status_live(const char *pin_dir, FILE *out, struct sp_live *live)
+{
+	char names[SP_MAX_CGROUPS][256], dir[600];
+	struct sp_report *rep = malloc(sizeof(*rep));
+	int n = sp_instances(pin_dir, names, SP_MAX_CGROUPS), rc = 0;
+
+	if (!rep)
+		return 1;
+	want_all = false;
+	snprintf(dir, sizeof(dir), "%s/meta", pin_dir);
+	if (!access(dir, F_OK))
+		rc = status_one(pin_dir, NULL, rep, out, n ? NULL : live);
+	/* A config run's instances: since start only (live keeps one instance's values). */
+	for (int i = 0; i < n; i++)
+		rc |= sp_pin_path(dir, sizeof(dir), pin_dir, names[i]) ? 1 :
+		      status_one(dir, NULL, rep, out, NULL);
+	free(rep);
+	return rc;
 }
 
 static void list_tunables(FILE *out)

@@ -17,7 +17,7 @@ static void usage(FILE *out)
 "\n"
 "  run       attach modules to a cgroup / interfaces, or to the cgroups of a\n"
 "            config file (--config); Ctrl-C detaches all, SIGHUP re-reads the file\n"
-"  status    what is attached, counters, per-program run time [--json]\n"
+"  status    what is attached, what it did [--all: counters | --json]\n"
 "  get KEY   print tunables of the running instance\n"
 "  set K=V   change tunables of the running instance\n"
 "  tunables  every tunable's range, default and help [--rst] [MODULE ...]\n"

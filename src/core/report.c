@@ -90,6 +90,71 @@ void sp_report_counters(struct sp_report *r, const char *pin_dir, const char *ma
 	close(fd);
 }
 
+const struct sp_rec *sp_rec_find(const struct sp_report *r, const char *group, const char *key)
+{
+	for (int i = 0; i < r->nr_recs; i++) {
+		const struct sp_rec *rec = &r->recs[i];
+
+		if (!strcmp(rec->f.key, key) &&
+		    (group ? rec->group && !strcmp(rec->group, group) : !rec->group))
+			return rec;
+	}
+	return NULL;
+}
+
+double sp_rec_num(const struct sp_report *r, const char *group, const char *key)
+{
+	const struct sp_rec *rec = sp_rec_find(r, group, key);
+
+	if (!rec)
+		return 0;
+	switch (rec->f.type) {
+	case SP_COUNTER: return rec->v.u;
+	case SP_GAUGE: return rec->f.real ? rec->v.d : rec->v.i;
+	case SP_BOOL: return rec->v.b;
+	case SP_STRING: break;
+	}
+	return 0;
+}
+
+const struct sp_table *sp_table_find(const struct sp_report *r, const char *key)
+{
+	for (int i = 0; i < r->nr_tables; i++)
+		if (!strcmp(r->tables[i].key, key))
+			return &r->tables[i];
+	return NULL;
+}
+
+int sp_table_col(const struct sp_table *t, const char *key)
+{
+	for (int c = 0; t && c < t->nr_cols; c++)
+		if (!strcmp(t->cols[c].key, key))
+			return c;
+	return -1;
+}
+
+struct sp_phrase *sp_say(struct sp_summary *s, unsigned int flags, double v, const char *words)
+{
+	struct sp_phrase *p;
+
+	if (s->n == SP_SAY_MAX)
+		return NULL;
+	p = &s->p[s->n++];
+	p->words = words;
+	p->v = v;
+	p->flags = flags;
+	p->detail[0] = 0;
+	return p;
+}
+
+struct sp_phrase *sp_say_rec(struct sp_summary *s, unsigned int flags, const struct sp_report *r,
+			     const char *key, const char *words)
+{
+	double v = sp_rec_num(r, NULL, key);
+
+	return (flags & SP_SAY_WARN) && !v ? NULL : sp_say(s, flags, v, words);
+}
+
 /* ---- renderers ---------------------------------------------------------- */
 
 /* A value as text in buf; returns its length, as snprintf. */

@@ -57,6 +57,7 @@ enum sp_assign_err {
 
 struct sp_run;
 struct sp_report;
+struct sp_summary;
 struct sp_fit;
 struct sp_persister;
 struct sp_target_ops;
@@ -114,6 +115,12 @@ struct sp_module {
 	 * no instance here.
 	 */
 	void (*report)(const char *pin_dir, struct sp_report *rep);
+	/*
+	 * What it did, in words, from its own records (the ones above, as
+	 * `status --json` shows them): phrases with their numbers, which
+	 * export/ lays out for `status` and run's live view. NULL: none.
+	 */
+	void (*say)(const struct sp_report *rep, struct sp_summary *s);
 	/* What it saves and restores beyond tunables (core/saved.h), or NULL. */
 	const struct sp_persister *persister;
 	/* How it follows an --iface that vanishes and comes back, or NULL. */
@@ -334,6 +341,43 @@ struct sp_counter { const char *name, *help, *unit; };
 /* A pinned per-CPU counter array, summed over CPUs, as counter records. */
 void sp_report_counters(struct sp_report *r, const char *pin_dir, const char *map,
 			const struct sp_counter *c, int n);
+/* The record group.key (group NULL: top level), or NULL. */
+const struct sp_rec *sp_rec_find(const struct sp_report *r, const char *group, const char *key);
+/* Its value as a number (a counter, gauge or bool); 0 when there is no such record. */
+double sp_rec_num(const struct sp_report *r, const char *group, const char *key);
+/* The table key, or NULL; the index of its column key, or -1. */
+const struct sp_table *sp_table_find(const struct sp_report *r, const char *key);
+int sp_table_col(const struct sp_table *t, const char *key);
+
+/*
+ * A module's plain summary (its .say): phrases, each a number and the
+ * words around it ("moved flows %s times"). Only numbers and words: how
+ * they are laid out (a status line, a screen, a rate over the last
+ * interval) is export/'s, so a module knows no output format.
+ */
+enum {
+	SP_SAY_COUNTER = 1,	/* grows while the run lives: a live view shows its change */
+	SP_SAY_WARN = 2,	/* something to act on: shown as a warning */
+	SP_SAY_BYTES = 4,	/* v is bytes: shown as B, KiB, MiB */
+	SP_SAY_PCT = 8,		/* v is a percentage: shown with a fraction and % */
+};
+#define SP_SAY_MAX	10
+struct sp_phrase {
+	const char *words;	/* a format with one %s: the number */
+	double v;
+	unsigned int flags;	/* SP_SAY_* */
+	char detail[160];	/* after the words (e.g. which paths), or "" */
+};
+struct sp_summary {
+	int n;
+	struct sp_phrase p[SP_SAY_MAX];
+};
+/* Add a phrase (past SP_SAY_MAX: dropped); returns it, or NULL. */
+struct sp_phrase *sp_say(struct sp_summary *s, unsigned int flags, double v, const char *words);
+/* The same of r's top-level record key; a warning (SP_SAY_WARN) only when it is not 0. */
+struct sp_phrase *sp_say_rec(struct sp_summary *s, unsigned int flags, const struct sp_report *r,
+			     const char *key, const char *words);
+
 /* Text: one line per record, then each table with a header line. */
 void sp_report_text(const struct sp_report *r, FILE *out, const char *indent);
 /* JSON: members of the object j is in (groups as nested objects), then tables as arrays. */

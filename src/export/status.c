@@ -139,3 +139,111 @@ void sp_targets_report(const char *pin_dir, struct sp_report *rep)
 	}
 	close(fd);
 }
+
+/* ---- the plain summary -------------------------------------------------- */
+
+void sp_status_summary(const char *pin_dir, const struct sp_module *m, struct sp_report *rep,
+		       struct sp_summary *s)
+{
+	s->n = 0;
+	sp_status_module(pin_dir, m, rep);
+	if (m->say)
+		m->say(rep, s);
+}
+
+/* A phrase's number: a count as it is, bytes in B/KiB/MiB/GiB, a percentage. */
+static void num_text(const struct sp_phrase *p, double v, char *buf, size_t len)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	int u = 0;
+
+	if (p->flags & SP_SAY_PCT) {
+		snprintf(buf, len, "%.1f%%", v);
+		return;
+	}
+	if (!(p->flags & SP_SAY_BYTES)) {
+		snprintf(buf, len, "%.0f", v);
+		return;
+	}
+	for (; v >= 1024 && u < 4; u++)
+		v /= 1024;
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+/* The phrase of prev that p continues (the same words), or NULL. */
+static const struct sp_phrase *same_phrase(const struct sp_summary *prev, const struct sp_phrase *p)
+{
+	for (int i = 0; prev && i < prev->n; i++)
+		if (prev->p[i].words == p->words)
+			return &prev->p[i];
+	return NULL;
+}
+
+int sp_summary_words(const struct sp_summary *s, const struct sp_summary *prev, bool warn,
+		     char *buf, size_t len)
+{
+	size_t l = 0;
+	int n = 0;
+
+	buf[0] = 0;
+	for (int i = 0; i < s->n && l < len; i++) {
+		const struct sp_phrase *p = &s->p[i], *q;
+		char num[32], words[256];
+		double v = p->v;
+
+		if (!(p->flags & SP_SAY_WARN) != !warn)
+			continue;
+		if (prev) {
+			/* Over the interval: what a counter added; what holds now is said since start. */
+			if (!(p->flags & SP_SAY_COUNTER))
+				continue;
+			q = same_phrase(prev, p);
+			v = q && q->v <= v ? v - q->v : v;
+			if (!v)
+				continue;
+		}
+		num_text(p, v, num, sizeof(num));
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+		snprintf(words, sizeof(words), p->words, num);
+#pragma GCC diagnostic pop
+		l += snprintf(buf + l, len - l, "%s%s%s", n++ ? ", " : "", words,
+			      prev ? "" : p->detail);
+	}
+	return n;
+}
+
+int sp_summary_wrap(FILE *out, const char *head, const char *text, int width, int max_lines,
+		    const char *eol)
+{
+	const int indent = 11;
+	int lines = 0;
+
+	while (lines < max_lines) {
+		int room = width - indent, n = strlen(text);
+		const char *cut;
+
+		fprintf(out, "%-*s", indent, lines ? "" : head);
+		if (n <= room) {
+			fprintf(out, "%s%s\n", text, eol);
+			return lines + 1;
+		}
+		/* Break after a ", " that fits; else in the middle. */
+		cut = NULL;
+		for (const char *c = text; c + 1 - text < room; c++)
+			if (c[0] == ',' && c[1] == ' ')
+				cut = c + 1;
+		if (lines + 1 == max_lines) {
+			fprintf(out, "%.*s...%s\n", room - 3, text, eol);
+			return lines + 1;
+		}
+		if (!cut)
+			cut = text + room;
+		fprintf(out, "%.*s%s\n", (int)(cut - text), text, eol);
+		text = cut;
+		while (*text == ' ')
+			text++;
+		lines++;
+	}
+	return lines;
+}

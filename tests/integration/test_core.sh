@@ -268,7 +268,7 @@ t_status_json() {
 		'.schema == 1 and .pid == $pid and .alive and .uptime_s >= 0 and .uptime_s < 60 and .cgroup == $cg and (.modules.tcpstats.active_opens | type) == "number"
 		 and (.programs | length) >= 1 and (.programs[0].avg_ns | type) == "number"' \
 		"$TMP/s.json" >/dev/null || fail "status --json: $(cat "$TMP/s.json")"
-	"$SP" status --pin-path "$PIN" | has "^cgroup $CG" || fail "text status: $("$SP" status --pin-path "$PIN")"
+	"$SP" status --all --pin-path "$PIN" | has "^cgroup $CG" || fail "text status: $("$SP" status --all --pin-path "$PIN")"
 }
 
 # The README's main-job command: attaches to the root cgroup, shows status,
@@ -404,7 +404,7 @@ t_status_hostile_meta() {
 	jq -e '.pid == 1 and (.cgroup | length) == 256 and (.cgroup | test("^A+$"))' "$TMP/s.json" >/dev/null ||
 		fail "status --json of an unterminated cgroup: $(cat "$TMP/s.json")"
 	assert_eq "$(jq -c .ifaces "$TMP/s.json")" '["BBBBBBBBBBBBBBBB (gone)"]' "an unterminated interface name"
-	"$SP" status --pin-path "$PIN" | has -x "cgroup $(printf 'A%.0s' $(seq 256))" || fail "text status: $("$SP" status --pin-path "$PIN")"
+	"$SP" status --all --pin-path "$PIN" | has -x "cgroup $(printf 'A%.0s' $(seq 256))" || fail "text status: $("$SP" status --all --pin-path "$PIN")"
 	rm "$PIN/meta"
 	bpftool map create "$PIN/meta" type array key 4 value 4096 entries 1 name sp_meta || fail "map create: exit $?"
 	expect_error 1 "not a stackpilot meta map" "$SP" status --pin-path "$PIN"

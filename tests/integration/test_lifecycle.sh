@@ -288,7 +288,7 @@ t_lifecycle_iface_deleted_and_back() {
 	for _ in $(seq 20); do grep -q 'rp1.*is gone' "$TMP/sp.err" && break; sleep 0.1; done
 	grep -q 'interface rp1 (index [0-9]*) is gone' "$TMP/sp.err" || fail "no log line: $(cat "$TMP/sp.err")"
 	assert_eq "$(sp_json '.ifaces | join(",")')" "rp1 (gone)" "ifaces in status while rp1 is gone"
-	sp_ctl status | grep -qx 'iface rp1 (gone)' || fail "text status while rp1 is gone: $(sp_ctl status | grep iface)"
+	sp_ctl status --all | grep -qx 'iface rp1 (gone)' || fail "text status while rp1 is gone: $(sp_ctl status --all | grep iface)"
 	veth "$NS_R" rp1 "sp-$ID-p1" pr1
 	ip -n "$NS_R" addr add 10.50.1.1/24 dev rp1
 	ip -n "sp-$ID-p1" addr add 10.50.1.2/24 dev pr1

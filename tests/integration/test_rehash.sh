@@ -337,7 +337,7 @@ t_rehash_memory_reverts_worse_path() {
 	BG_PIDS+=($!)
 	sleep 1
 	flow 5
-	sp_ctl status | sed -n '/windows (/,/connections/p'
+	sp_ctl status --all | sed -n '/windows (/,/connections/p'
 	local w=$(rh memory_windows) rev=$(rh memory_reverted)
 	echo "windows $w, reverts decided $(rh memory_revert_decided), applied $rev"
 	assert_ge "$w" 3 "path-memory windows after rehashes"

@@ -8,6 +8,7 @@
 #include "core/sp.h"
 #include "modules/modules.h"
 #include "service/config.h"
+#include "export/export.h"
 #include "check.h"
 
 static void test_parse_u32(void)
@@ -242,6 +243,130 @@ static void test_report(void)
 	free(r);
 }
 
+/*
+ * The plain summary: a module's words from records as status reads them
+ * (its counters by name, its cfg), each number the counters it sums.
+ */
+static const struct sp_module *mod(const char *name)
+{
+	int idx;
+
+	return sp_module_find(name, &idx);
+}
+
+/* r: module m's counters, the i-th worth vals[i] (0 past n), and cfg.enforce. */
+static void summary_recs(struct sp_report *r, const struct sp_module *m, int enforce,
+			 const unsigned long long *vals, int n)
+{
+	sp_report_reset(r);
+	if (enforce >= 0)
+		sp_rec_gauge(r, "cfg", "enforce", enforce, "", "");
+	for (int i = 0; i < m->nr_counters; i++)
+		sp_rec_counter(r, NULL, m->counters[i].name, i < n ? vals[i] : 0, "", "");
+}
+
+static char *summary_of(const struct sp_module *m, const struct sp_report *r,
+			const struct sp_summary *prev, bool warn, struct sp_summary *s)
+{
+	static char text[1024];
+
+	s->n = 0;
+	m->say(r, s);
+	sp_summary_words(s, prev, warn, text, sizeof(text));
+	return text;
+}
+
+/* Under enforce=0 (a dry run), the words say what it would have done. */
+static void summary_dry(struct sp_report *r, const struct sp_module *m,
+			const unsigned long long *vals, int n, const char *want)
+{
+	struct sp_summary s;
+
+	summary_recs(r, m, 0, vals, n);
+	CHECK(check_name("summary_dry/%s", m->name), HAS(summary_of(m, r, NULL, false, &s), want));
+}
+
+static const struct sp_field pm_cols[] = {
+	{ "dst", SP_STRING, false, "", "" },
+	{ "low_mtu", SP_GAUGE, false, "bytes", "" },
+	{ "state", SP_STRING, false, "", "" },
+};
+
+static void test_summary(void)
+{
+	struct sp_report *r = calloc(1, sizeof(*r));
+	struct sp_summary s, prev;
+	unsigned long long v[SP_RH_NR] = {};
+	const struct sp_module *m;
+	struct sp_table *t;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+	int lines;
+
+	for (int i = 0; i < sp_nr_modules; i++)
+		CHECK(check_name("summary_declared/%s", sp_modules[i]->name), sp_modules[i]->say);
+
+	m = mod("tcpstats");
+	v[SP_TS_ACTIVE] = 3, v[SP_TS_PASSIVE] = 4, v[SP_TS_RETRANS] = 5, v[SP_TS_RTO] = 6;
+	summary_recs(r, m, -1, v, SP_TS_NR);
+	CHECK_STR("summary_tcpstats", summary_of(m, r, NULL, false, &s),
+		  "7 connections, 5 segments retransmitted, 6 RTOs");
+	prev = s;
+	v[SP_TS_ACTIVE] = 10;
+	summary_recs(r, m, -1, v, SP_TS_NR);
+	CHECK_STR("summary_interval_counters_added", summary_of(m, r, &prev, false, &s),
+		  "7 connections");
+
+	m = mod("rehash");
+	memset(v, 0, sizeof(v));
+	v[SP_RH_NOW] = 1, v[SP_RH_DEFERRED_DONE] = 2, v[SP_RH_DEFERRED_FORCED] = 4;
+	v[SP_RH_REVERT_DONE] = 8, v[SP_RH_EPISODES] = 16, v[SP_RH_RTO] = 32, v[SP_RH_DRY] = 64;
+	summary_recs(r, m, 1, v, SP_RH_NR);
+	CHECK_STR("summary_rehash", summary_of(m, r, NULL, false, &s),
+		  "moved flows 7 times, 8 moved back, 16 loss episodes, 32 RTOs");
+	summary_dry(r, m, v, SP_RH_NR, "would have moved flows 64 times");
+
+	m = mod("pmtu");
+	memset(v, 0, sizeof(v));
+	v[SP_PM_CLAMPED] = 5, v[SP_PM_WOULD_CLAMP] = 6, v[SP_PM_SUSPECTS] = 7, v[SP_PM_EVENTS_LOST] = 2;
+	summary_recs(r, m, 1, v, SP_PM_NR);
+	t = sp_table_add(r, "destinations", "", pm_cols, 3);
+	for (int i = 0; i < 5; i++) {
+		struct sp_val *row = sp_table_row(t);
+
+		snprintf(row[0].s, sizeof(row[0].s), "10.0.0.%d", i);
+		row[1].i = i == 4 ? 0 : 1400 - i;
+		snprintf(row[2].s, sizeof(row[2].s), i == 4 ? "asked" : "searched");
+	}
+	CHECK_STR("summary_pmtu", summary_of(m, r, NULL, false, &s),
+		  "learned 4 paths (10.0.0.0 1400, 10.0.0.1 1399, 10.0.0.2 1398, ...), 1 searching, "
+		  "clamped 5 connections, 7 black-hole suspects");
+	CHECK_STR("summary_pmtu_warning", summary_of(m, r, NULL, true, &s),
+		  "2 searches lost: ring buffer full");
+	summary_dry(r, m, v, SP_PM_NR, "would have clamped 6 connections");
+
+	m = mod("fragguard");
+	memset(v, 0, sizeof(v));
+	v[SP_FG_REF_PEER] = 1, v[SP_FG_REF_SHARE] = 2, v[SP_FG_REF_UNKNOWN] = 4, v[SP_FG_REF_AGE] = 8;
+	v[SP_FG_REF_FOLLOW] = 16, v[SP_FG_COMPLETED] = 9;
+	summary_recs(r, m, 1, v, SP_FG_NR);
+	CHECK("summary_fragguard", HAS(summary_of(m, r, NULL, false, &s),
+				       "refused 31 fragments, 0 peers refused") &&
+	      HAS(summary_of(m, r, NULL, false, &s), "9 datagrams reassembled"));
+	summary_dry(r, m, v, SP_FG_NR, "would have refused 31 fragments");
+
+	/* Laid out: lines of 80 columns at most, the head in the first. */
+	f = open_memstream(&buf, &len);
+	lines = sp_summary_wrap(f, "pmtu", "aaaa, bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb, "
+				"cccccccccccccccccccccccccccccccc, dddd", 80, 5, "");
+	fclose(f);
+	CHECK("summary_wrap", EQ(lines, 2) && HAS(buf, "pmtu       aaaa, bbb") &&
+	      HAS(buf, ",\n           cccc") && !HAS(buf, "bbb, ccc"));
+	free(buf);
+	free(r);
+}
+
 /* stop() of an instance that start() never made is a no-op, for every module. */
 static void test_instances(void)
 {
@@ -439,6 +564,7 @@ int main(int argc, char **argv)
 	test_paths();
 	test_json();
 	test_report();
+	test_summary();
 	test_instances();
 	test_cgroup_input();
 	test_config();

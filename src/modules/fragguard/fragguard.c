@@ -364,5 +364,6 @@ const struct sp_module sp_mod_fragguard = {
 	.stop = stop,
 	.tick = tick,
 	.report = sp_fg_report,
+	.say = sp_fg_say,
 	.target_ops = &target_ops,
 };

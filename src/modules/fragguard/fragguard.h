@@ -7,6 +7,7 @@
 
 extern const struct sp_module sp_mod_fragguard;
 void sp_fg_report(const char *pin_dir, struct sp_report *rep);
+void sp_fg_say(const struct sp_report *r, struct sp_summary *s);
 extern const struct sp_counter sp_fg_counters[SP_FG_NR];
 
 #endif

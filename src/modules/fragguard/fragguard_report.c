@@ -194,6 +194,39 @@ static __u32 report_agg(const char *pin_dir, struct sp_report *rep)
 	return a.gen;
 }
 
+/*
+ * What it did, in words: the fragments refused (every reason) and from how
+ * many of the peers shown, or under enforce=0 what it would have refused;
+ * what it let through; a full map.
+ */
+void sp_fg_say(const struct sp_report *r, struct sp_summary *s)
+{
+	static const char *const why[] = { "refused_peer_limit", "refused_fair_share",
+		"refused_unknown_pool", "refused_age", "refused_followers" };
+	const struct sp_table *t = sp_table_find(r, "top_peers");
+	int col = sp_table_col(t, "refused");
+	bool dry = sp_rec_find(r, "cfg", "enforce") && !sp_rec_num(r, "cfg", "enforce");
+	double refused = 0;
+	int peers = 0;
+
+	for (size_t i = 0; i < SP_LEN(why); i++)
+		refused += sp_rec_num(r, NULL, why[i]);
+	for (int i = 0; t && col >= 0 && i < t->nr_rows; i++)
+		peers += t->rows[i][col].u > 0;
+	sp_say(s, SP_SAY_COUNTER, refused, dry ? "would have refused %s fragments (dry run)" :
+	       "refused %s fragments");
+	sp_say(s, 0, peers, dry ? "%s peers would have been refused (of the top 10)" :
+	       "%s peers refused (of the top 10)");
+	sp_say_rec(s, SP_SAY_COUNTER, r, "completed", "%s datagrams reassembled");
+	sp_say_rec(s, 0, r, "peers_known", "%s peers known");
+	sp_say_rec(s, SP_SAY_COUNTER | SP_SAY_WARN, r, "untracked",
+		   "%s datagrams passed untracked: datagram map full");
+	sp_say_rec(s, SP_SAY_COUNTER | SP_SAY_WARN, r, "known_map_full",
+		   "%s peers not made known: known map full");
+	sp_say_rec(s, SP_SAY_COUNTER | SP_SAY_WARN, r, "orphaned",
+		   "%s fragments passed unjudged: a stopped run's filter");
+}
+
 void sp_fg_report(const char *pin_dir, struct sp_report *rep)
 {
 	report_global(pin_dir, rep);

@@ -216,6 +216,52 @@ static void report(const char *pin_dir, struct sp_report *rep)
 	close(fd);
 }
 
+/*
+ * What it learned, in words: the destinations with a size known to pass
+ * (the first few named), those being searched, the connections started at
+ * a learned MSS (or, under enforce=0, that would have been).
+ */
+static void say(const struct sp_report *r, struct sp_summary *s)
+{
+	const struct sp_table *t = sp_table_find(r, "destinations");
+	int dst = sp_table_col(t, "dst"), low = sp_table_col(t, "low_mtu"), st = sp_table_col(t, "state");
+	bool dry = sp_rec_find(r, "cfg", "enforce") && !sp_rec_num(r, "cfg", "enforce");
+	int learned = 0, searching = 0, named = 0;
+	char detail[sizeof(((struct sp_phrase *)0)->detail)] = "";
+	size_t l = 0;
+	struct sp_phrase *p;
+
+	for (int i = 0; t && dst >= 0 && low >= 0 && st >= 0 && i < t->nr_rows; i++) {
+		const struct sp_val *row = t->rows[i];
+
+		if (!strcmp(row[st].s, "suspect") || !strcmp(row[st].s, "asked"))
+			searching++;
+		else if (row[low].i > 0)
+			learned++;
+		else
+			continue;
+		if (row[low].i <= 0 || named == 3 || l >= sizeof(detail))
+			continue;
+		l += snprintf(detail + l, sizeof(detail) - l, "%s%s %lld", named ? ", " : " (",
+			      row[dst].s, row[low].i);
+		named++;
+	}
+	p = sp_say(s, 0, learned, learned == 1 ? "learned %s path" : "learned %s paths");
+	if (p && named && l < sizeof(detail))
+		snprintf(p->detail, sizeof(p->detail), "%s%s)", detail, learned > named ? ", ..." : "");
+	sp_say(s, 0, searching, "%s searching");
+	if (dry)
+		sp_say_rec(s, SP_SAY_COUNTER, r, "would_clamp",
+			   "would have clamped %s connections (dry run)");
+	else
+		sp_say_rec(s, SP_SAY_COUNTER, r, "started_with_learned_mss", "clamped %s connections");
+	sp_say_rec(s, SP_SAY_COUNTER, r, "black_hole_suspects", "%s black-hole suspects");
+	sp_say_rec(s, SP_SAY_COUNTER | SP_SAY_WARN, r, "events_lost",
+		   "%s searches lost: ring buffer full");
+	sp_say_rec(s, SP_SAY_COUNTER | SP_SAY_WARN, r, "clamp_refused",
+		   "%s clamps refused by the kernel (TCP_MAXSEG from sockops: 6.1)");
+}
+
 const struct sp_module sp_mod_pmtu = {
 	SP_MODULE(pmtu, struct sp_pmtu_cfg, pmtu_tunables),
 	.summary = "learn each destination's path MTU once; start later connections at it",
@@ -225,5 +271,6 @@ const struct sp_module sp_mod_pmtu = {
 	.start = start,
 	.stop = stop,
 	.report = report,
+	.say = say,
 	.persister = &pmtu_persister,
 };

@@ -321,6 +321,27 @@ static void report(const char *pin_dir, struct sp_report *rep)
 	report_conns(pin_dir, rep);
 }
 
+/*
+ * What it did, in words: the moves applied (at once or deferred), or under
+ * enforce=0 the txhash writes it skipped; the reverts; what it reacted to.
+ */
+static void say(const struct sp_report *r, struct sp_summary *s)
+{
+	bool dry = sp_rec_find(r, "cfg", "enforce") && !sp_rec_num(r, "cfg", "enforce");
+
+	if (dry)
+		sp_say_rec(s, SP_SAY_COUNTER, r, "dry_run_skipped",
+			   "would have moved flows %s times (dry run)");
+	else
+		sp_say(s, SP_SAY_COUNTER, sp_rec_num(r, NULL, "rehash_now") +
+		       sp_rec_num(r, NULL, "rehash_deferred_done") +
+		       sp_rec_num(r, NULL, "rehash_deferred_forced"), "moved flows %s times");
+	sp_say_rec(s, SP_SAY_COUNTER, r, "memory_reverted",
+		   dry ? "%s would have moved back" : "%s moved back");
+	sp_say_rec(s, SP_SAY_COUNTER, r, "episodes", "%s loss episodes");
+	sp_say_rec(s, SP_SAY_COUNTER, r, "rto", "%s RTOs");
+}
+
 const struct sp_module sp_mod_rehash = {
 	SP_MODULE(rehash, struct sp_rehash_cfg, tunables),
 	.summary = "move flows off congested ECMP paths by changing sk_txhash after losses",
@@ -329,4 +350,5 @@ const struct sp_module sp_mod_rehash = {
 	.fit = fit,
 	.open = open_skel,
 	.report = report,
+	.say = say,
 };

@@ -27,6 +27,15 @@ static const struct sp_counter counters[SP_TS_NR] = {
 	[SP_TS_RTO] = { "rto", "retransmission timeouts" },
 };
 
+/* What it counted, in words (export/ lays them out). */
+static void say(const struct sp_report *r, struct sp_summary *s)
+{
+	sp_say(s, SP_SAY_COUNTER, sp_rec_num(r, NULL, "active_opens") +
+	       sp_rec_num(r, NULL, "passive_opens"), "%s connections");
+	sp_say_rec(s, SP_SAY_COUNTER, r, "retrans_segs", "%s segments retransmitted");
+	sp_say_rec(s, SP_SAY_COUNTER, r, "rto", "%s RTOs");
+}
+
 const struct sp_module sp_mod_tcpstats = {
 	SP_MODULE(tcpstats, struct sp_tcpstats_cfg, tunables),
 	.summary = "per-cgroup TCP counters: connections, retransmitted segments, RTOs",
@@ -34,4 +43,5 @@ const struct sp_module sp_mod_tcpstats = {
 	.needs_cgroup = true,
 	.fit = fit,
 	.open = open_skel,
+	.say = say,
 };
