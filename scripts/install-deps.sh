@@ -4,7 +4,7 @@
 # kernel matrix fetches Debian's kernel packages itself: tests/vm/fetch.sh).
 set -e
 pkgs="make clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libmnl-dev libmicrohttpd-dev pkg-config gcc
-      iproute2 iperf3 nftables iptables iputils-ping procps kmod bc jq util-linux
+      iproute2 iperf3 nftables iptables iputils-ping procps kmod bc jq util-linux tmux
       python3-docutils groff-base systemd gnuplot-nox curl python3
       qemu-system-x86 busybox-static cpio xz-utils zstd"
 # Only the metrics tests use these (promtool, node_exporter): tried, but a

@@ -8,15 +8,15 @@ int cmd_status(int argc, char **argv);		/* ctl.c */
 /*
  * run's live view: the plain summary of pin_dir's run into out, what each
  * line says since start and, from the second call on, over the last
- * interval (secs). Lines end with "clear to end of line", at most width
- * columns. live keeps the values between calls. 0, or 1 when a meta pin
+ * interval (secs), in lines of at most width columns (a module's at
+ * most two). live keeps the values between calls. 0, or 1 when a meta pin
  * could not be read.
  */
 #include "core/sp.h"
 struct sp_live {
 	bool have;
 	double secs;
-	int width, rows;
+	int width;
 	struct sp_summary prev[SP_MAX_MODULES];
 };
 int sp_status_live(const char *pin_dir, FILE *out, struct sp_live *live);

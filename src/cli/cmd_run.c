@@ -274,18 +274,24 @@ static void show_live(char *pin_dir)
 		live.width = ws.ws_col < 80 ? ws.ws_col : 80;
 		rows = ws.ws_row < 24 ? ws.ws_row : 24;
 	}
-	live.rows = rows;
 	live.secs = live_interval;
 	sp_status_live(pin_dir, out, &live);
-	fprintf(out, "\nCtrl-C detaches. Every counter: stackpilot status --all\033[K\n");
+	fprintf(out, "\nCtrl-C detaches. Every counter: stackpilot status --all\n");
 	fclose(out);
 	/* The first time, the whole screen: what was on it is not ours. */
 	fputs(drawn ? "\033[H" : "\033[H\033[2J", stdout);
 	drawn = true;
-	/* At most rows - 1 lines: the cursor stays on the last one, and nothing scrolls. */
+	/*
+	 * At most rows - 1 lines of at most width columns, each cleared to its
+	 * end: the cursor stays on the last one, and nothing wraps or scrolls.
+	 */
 	for (char *l = buf, *nl; l && *l && shown < rows - 1; l = nl ? nl + 1 : NULL, shown++) {
+		size_t n;
+
 		nl = strchr(l, '\n');
-		fwrite(l, 1, nl ? (size_t)(nl - l) : strlen(l), stdout);
+		n = nl ? (size_t)(nl - l) : strlen(l);
+		fwrite(l, 1, n < (size_t)live.width ? n : (size_t)live.width, stdout);
+		fputs("\033[K", stdout);
 		if (nl && shown + 1 < rows - 1)
 			fputc('\n', stdout);
 	}

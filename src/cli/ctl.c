@@ -216,14 +216,14 @@ static void status_text(const char *pin_dir, const struct sp_meta *meta, bool al
  * The plain summary of one instance: what is attached where, a line or
  * two of words a module (its .say, laid out by export/), and warnings.
  * With live: also what the counters added since the last call (run's
- * live view), each line ending with eol; live keeps the values.
+ * live view), a module in at most two lines; live keeps the values.
  */
 static void status_plain(const char *pin_dir, const struct sp_meta *meta, bool alive,
 			 unsigned long long up, struct sp_report *rep, FILE *out,
 			 struct sp_live *live)
 {
-	const char *eol = live ? "\033[K" : "";
-	int width = live ? live->width : 80, lines = live ? live->rows : 1000;
+	/* A status is read whole; a screen gives a module two lines and a warning one. */
+	int width = live ? live->width : 80, lines = live ? 2 : 100;
 	char text[1024], head[24];
 	struct sp_summary s;
 	const struct sp_table *t;
@@ -239,10 +239,9 @@ static void status_plain(const char *pin_dir, const struct sp_meta *meta, bool a
 		iface_name(meta, i, name, sizeof(name));
 		fprintf(out, "%s%s", i ? "," : ", iface ", name);
 	}
-	fprintf(out, "%s\n", eol);
+	fputc('\n', out);
 	if (meta->flags & SP_META_DRY_RUN)
-		fprintf(out, "dry run (--dry-run): modules count what they would do and do not act%s\n",
-			eol);
+		fprintf(out, "dry run (--dry-run): modules count what they would do and do not act\n");
 	for (int i = 0; i < sp_nr_modules; i++) {
 		const struct sp_module *m = sp_modules[i];
 
@@ -251,7 +250,7 @@ static void status_plain(const char *pin_dir, const struct sp_meta *meta, bool a
 		sp_status_summary(pin_dir, m, rep, &s);
 		if (!sp_summary_words(&s, NULL, false, text, sizeof(text)))
 			snprintf(text, sizeof(text), "attached");
-		sp_summary_wrap(out, m->name, text, width, live ? 2 : lines, eol);
+		sp_summary_wrap(out, m->name, text, width, lines);
 		if (live && live->have) {
 			snprintf(head, sizeof(head), "last %.0f s:", live->secs);
 			if (!sp_summary_words(&s, &live->prev[i], false, text + strlen(head) + 1,
@@ -260,11 +259,11 @@ static void status_plain(const char *pin_dir, const struct sp_meta *meta, bool a
 					 "nothing new");
 			memcpy(text, head, strlen(head));
 			text[strlen(head)] = ' ';
-			sp_summary_wrap(out, "", text, width, 1, eol);
+			sp_summary_wrap(out, "", text, width, 1);
 		}
 		if (sp_summary_words(&s, NULL, true, text, sizeof(text))) {
 			snprintf(head, sizeof(head), "warning:");
-			sp_summary_wrap(out, head, text, width, live ? 1 : lines, eol);
+			sp_summary_wrap(out, head, text, width, live ? 1 : lines);
 		}
 		if (live)
 			live->prev[i] = s;
@@ -276,8 +275,8 @@ static void status_plain(const char *pin_dir, const struct sp_meta *meta, bool a
 	kind = sp_table_col(t, "kind"), name = sp_table_col(t, "name"), state = sp_table_col(t, "state");
 	for (int r = 0; t && kind >= 0 && name >= 0 && state >= 0 && r < t->nr_rows; r++)
 		if (strcmp(t->rows[r][state].s, "attached"))
-			fprintf(out, "warning:   %s %s is %s: nothing acts there until it is back%s\n",
-				t->rows[r][kind].s, t->rows[r][name].s, t->rows[r][state].s, eol);
+			fprintf(out, "warning:   %s %s is %s: nothing acts there until it is back\n",
+				t->rows[r][kind].s, t->rows[r][name].s, t->rows[r][state].s);
 	if (live)
 		live->have = true;
 }

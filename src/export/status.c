@@ -213,8 +213,7 @@ int sp_summary_words(const struct sp_summary *s, const struct sp_summary *prev, 
 	return n;
 }
 
-int sp_summary_wrap(FILE *out, const char *head, const char *text, int width, int max_lines,
-		    const char *eol)
+int sp_summary_wrap(FILE *out, const char *head, const char *text, int width, int max_lines)
 {
 	const int indent = 11;
 	int lines = 0;
@@ -225,7 +224,7 @@ int sp_summary_wrap(FILE *out, const char *head, const char *text, int width, in
 
 		fprintf(out, "%-*s", indent, lines ? "" : head);
 		if (n <= room) {
-			fprintf(out, "%s%s\n", text, eol);
+			fprintf(out, "%s\n", text);
 			return lines + 1;
 		}
 		/* Break after a ", " that fits; else in the middle. */
@@ -234,12 +233,12 @@ int sp_summary_wrap(FILE *out, const char *head, const char *text, int width, in
 			if (c[0] == ',' && c[1] == ' ')
 				cut = c + 1;
 		if (lines + 1 == max_lines) {
-			fprintf(out, "%.*s...%s\n", room - 3, text, eol);
+			fprintf(out, "%.*s...\n", room - 3, text);
 			return lines + 1;
 		}
 		if (!cut)
 			cut = text + room;
-		fprintf(out, "%.*s%s\n", (int)(cut - text), text, eol);
+		fprintf(out, "%.*s\n", (int)(cut - text), text);
 		text = cut;
 		while (*text == ' ')
 			text++;

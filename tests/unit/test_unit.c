@@ -359,7 +359,7 @@ static void test_summary(void)
 	/* Laid out: lines of 80 columns at most, the head in the first. */
 	f = open_memstream(&buf, &len);
 	lines = sp_summary_wrap(f, "pmtu", "aaaa, bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb, "
-				"cccccccccccccccccccccccccccccccc, dddd", 80, 5, "");
+				"cccccccccccccccccccccccccccccccc, dddd", 80, 5);
 	fclose(f);
 	CHECK("summary_wrap", EQ(lines, 2) && HAS(buf, "pmtu       aaaa, bbb") &&
 	      HAS(buf, ",\n           cccc") && !HAS(buf, "bbb, ccc"));
