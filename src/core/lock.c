@@ -211,8 +211,8 @@ static int lock_target(const struct sp_run *run, const char *name, const char *w
 				pid[strcspn(pid, "\n")] = '\0';
 			close(fd);
 			if (e == EWOULDBLOCK)
-				return sp_err("another `stackpilot run` (pid %s) is attached to %s (lock %s)",
-					      *pid ? pid : "?", what, path);
+				return sp_err("another `stackpilot run` (pid %s) is attached to %s (lock %s): "
+					      "stop it first, or pick another target", *pid ? pid : "?", what, path);
 			return sp_err("cannot lock %s: %s", path, strerror(e));
 		}
 		if (!fstat(fd, &a) && !stat(path, &b) && a.st_ino == b.st_ino && a.st_dev == b.st_dev)

@@ -143,7 +143,8 @@ static int pin_parent(const char *pin_dir, char *parent, size_t len, bool *need_
 	*slash = '\0';
 	*need_mount = !is_fs(parent, BPF_FS_MAGIC);
 	if (*need_mount && strcmp(parent, "/sys/fs/bpf"))
-		return sp_err("pin path %s: %s is not a bpf filesystem", pin_dir, parent);
+		return sp_err("pin path %s: %s is not a bpf filesystem: mount one there "
+			      "(mount -t bpf bpf %s), or use a folder below /sys/fs/bpf", pin_dir, parent, parent);
 	return 0;
 }
 
@@ -288,7 +289,8 @@ int sp_resolve_cgroup(const char *arg, char *out, size_t len)
 			     arg[0] == '/' ? "" : mnt, arg) >= len)
 		return sp_err("--cgroup %s: %s/%s is longer than %zu characters", arg, mnt, arg, len - 1);
 	if (!realpath(path, real) || stat(real, &st) || !S_ISDIR(st.st_mode))
-		return sp_err("cgroup %s does not exist", path);
+		return sp_err("cgroup %s does not exist (a service's: `systemctl show -p ControlGroup UNIT`; "
+			      "a process's: /proc/PID/cgroup)", path);
 	if (strlen(real) >= len)
 		return sp_err("cgroup %s: resolves to a path longer than %zu characters", path, len - 1);
 	if (!is_fs(real, CGROUP2_SUPER_MAGIC))

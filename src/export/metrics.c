@@ -418,7 +418,10 @@ static int listen_start(void)
 	const union MHD_DaemonInfo *info;
 	struct rlimit rl;
 
-	if ((mx.lfd = listen_socket()) < 0)
+	if ((mx.lfd = listen_socket()) < 0 && errno == EADDRINUSE)
+		return sp_err("--metrics-listen %s: the port is in use (`ss -ltnp` names who listens "
+			      "there): pick another PORT", mx.listen);
+	if (mx.lfd < 0)
 		return sp_err("--metrics-listen %s: cannot listen: %s", mx.listen, strerror(errno));
 	mx.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	mx.cap = getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur / 4 > MAX_CONNS ? MAX_CONNS :
