@@ -192,11 +192,16 @@ bench: deps
 
 # The README's main job: attach to the root cgroup, live status, Ctrl-C detaches.
 # `run` takes the root cgroup only when asked for by name (--cgroup /): this
-# target asks, unless ARGS chooses a cgroup or the modules itself.
+# target asks, unless ARGS chooses a cgroup or the modules itself. A first
+# run on someone's host only counts what it would do (--dry-run) unless
+# ENFORCE=1: every flow of the host is in the root cgroup.
 RUN_CGROUP := $(if $(findstring --cgroup,$(ARGS))$(findstring --modules,$(ARGS)),,--cgroup /)
+RUN_DRY   := $(if $(filter 1,$(ENFORCE)),,--dry-run)
 run: deps
 	$(Q)$(MAKE) -s --no-print-directory all
-	$(Q)$(OUTPUT)/stackpilot run $(RUN_CGROUP) $(ARGS)
+	$(Q)$(if $(RUN_DRY),echo "make run: a dry run: modules count what they would do and do not act." \
+		"To act: make run ENFORCE=1 (or now from another terminal: stackpilot set MODULE.enforce=1)")
+	$(Q)$(OUTPUT)/stackpilot run $(RUN_CGROUP) $(RUN_DRY) $(ARGS)
 
 # Man pages: one reStructuredText source each (docs/), rendered by rst2man
 # (python3-docutils). A module page's @TUNABLES@ and @COUNTERS@ lines are

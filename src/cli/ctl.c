@@ -241,7 +241,7 @@ static void status_plain(const char *pin_dir, const struct sp_meta *meta, bool a
 	}
 	fputc('\n', out);
 	if (meta->flags & SP_META_DRY_RUN)
-		fprintf(out, "dry run (--dry-run): modules count what they would do and do not act\n");
+		fprintf(out, "dry run: counting, not acting; to act: stackpilot set MODULE.enforce=1\n");
 	for (int i = 0; i < sp_nr_modules; i++) {
 		const struct sp_module *m = sp_modules[i];
 
