@@ -56,7 +56,7 @@ static void usage_run(FILE *out)
 "  --interval SEC     print status every SEC seconds; 0 = never (default 2;\n"
 "                     0 when stderr is the journal). On a terminal, one screen\n"
 "                     redrawn in place: what each module did, since start and\n"
-"                     over the last SEC s; elsewhere, every counter (status --all)\n"
+"                     over the last SEC s; elsewhere, every counter\n"
 "  --log-level LEVEL  error, warn, info (default) or debug\n"
 "  --metrics-textfile DIR  write DIR/stackpilot.prom (Prometheus text, for\n"
 "                     node_exporter) every --interval, or 10 s if it is 0\n"
