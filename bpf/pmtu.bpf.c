@@ -15,16 +15,7 @@
  *                  connection cannot be clamped, but a route MTU (route=1)
  *                  rescues its stalled sends once the search has ended.
  *  RTT_CB          a connection that has delivered learn_kb since its last
- *                  RTO has proved its current MTU good. Asked for at
- *                  establishment and given back once that proof is made
- *                  (learned, whatever it taught): RTT_CB runs every sockops
- *                  module of the cgroup on every ACK, so holding it for the
- *                  connection's life cost each of them 8 runs per MB (issue
- *                  28). A few ACKs per connection, then nothing per ACK.
- *                  The flag word is per socket and other modules may need
- *                  it too: pmtu registers and withdraws its need in the
- *                  shared rehash_rtt_need and never clears the flag itself
- *                  (ownership rule: rttcb.bpf.h).
+ *                  RTO has proved its current MTU good.
  *  RTO_CB          an RTO with full-size segments out, at an MTU not known
  *                  to pass: a black hole suspect. Tell the loader, which
  *                  searches the path with DF probes that cost no connection
@@ -41,7 +32,6 @@
  */
 #include "common.bpf.h"
 #include "netns.bpf.h"
-#include "rttcb.bpf.h"
 #include <bpf/bpf_tracing.h>
 
 char LICENSE[] SEC("license") = "GPL";
@@ -96,7 +86,6 @@ struct sk_state {
 	__u8 learned;
 	__u8 suspected;
 	__u8 passive;
-	__u8 rtt_need;		/* pmtu's need of RTT_CB is registered (rttcb.bpf.h) */
 };
 
 struct {
@@ -341,7 +330,7 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 	__u32 full[4], mtu;
 	struct cfg c;
 
-	/* RTT_CB may be on for another module (rehash): done sockets leave at once. */
+	/* Every ACK of every socket comes here: done sockets leave at once. */
 	if (s->learned)
 		return;
 	read_cfg(&c);
@@ -450,10 +439,8 @@ int sp_pmtu(struct bpf_sock_ops *skops)
 			/* Where the kernel's own probing starts (fexit/tcp_sync_mss). */
 			if (tp)
 				s->klow = tp->inet_conn.icsk_mtup.search_low;
-			/* Per-ACK callbacks until learn_kb is delivered (on_rtt). */
-			s->rtt_need = sp_rtt_need(skops, SP_RTT_NEED_PMTU, true) >= 0;
 		}
-		sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG);
+		sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG | BPF_SOCK_OPS_RTT_CB_FLAG);
 		return 1;
 	case BPF_SOCK_OPS_RTT_CB:
 	case BPF_SOCK_OPS_RTO_CB:
@@ -463,14 +450,9 @@ int sp_pmtu(struct bpf_sock_ops *skops)
 	}
 	if (!bsk || !(s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, 0)))
 		return 1;
-	if (skops->op == BPF_SOCK_OPS_RTT_CB) {
+	if (skops->op == BPF_SOCK_OPS_RTT_CB)
 		on_rtt(skops, s);
-		/* Proved (or nothing to prove): no more per-ACK work here. */
-		if (s->learned && s->rtt_need) {
-			sp_rtt_need(skops, SP_RTT_NEED_PMTU, false);
-			s->rtt_need = 0;
-		}
-	} else
+	else
 		on_rto(skops, s);
 	return 1;
 }

@@ -21,17 +21,16 @@
  *              callbacks per MB).
  *
  * Zero steady-state cost. RTT_CB runs on every ACK of a socket that has it
- * (291-375 ns each in this program when it was always on), and runs every
- * sockops module of the cgroup, not only the one that asked. rehash asks
- * for it only while it has something to do per ACK: a deferred rehash or
- * revert waiting to be safe, or a path-memory window open; the rounds
- * trigger (off by default) measures every round and keeps it on. The flag
- * word is per socket and shared by every module (pmtu asks for it until a
- * connection has delivered learn_kb), so rehash never clears it itself: it
- * registers and withdraws its need in the shared rehash_rtt_need
- * (rttcb.bpf.h), and whoever withdraws the last need switches the flag off,
- * if a module switched it on. own_rtt remembers that rehash's need is
- * registered, so the map is touched per change of need, not per ACK.
+ * (291-375 ns each in this program when it was always on). rehash switches it
+ * on only while it has something to do per ACK: a deferred rehash or revert
+ * waiting to be safe, or a path-memory window open; the rounds trigger
+ * (off by default) measures every round and keeps it on. The flag word is
+ * per socket and shared by every module (pmtu asks for RTT_CB at
+ * establishment), so rehash clears only a bit it set itself: own_rtt
+ * remembers whether RTT_CB was off when rehash switched it on. That holds as
+ * long as other modules ask for RTT_CB only at establishment (pmtu does),
+ * before rehash can own it: a module that set it later, while rehash owns
+ * it, would lose it when rehash clears it.
  *
  * Path memory (revert_pct > 0). A random rehash lands on a busy path as
  * often as on a free one; a flow alone on its path loses packets at its own
@@ -83,7 +82,6 @@
  * the patch's wait-until-safe).
  */
 #include "common.bpf.h"
-#include "rttcb.bpf.h"
 #include <bpf/bpf_core_read.h>
 
 char LICENSE[] SEC("license") = "GPL";
@@ -160,7 +158,7 @@ struct sk_state {
 	__u32 episode;		/* tp->retrans_stamp of the last episode decided */
 	__u8 want;		/* WANT_*: decided, waiting until safe */
 	__u8 had_rto;
-	__u8 own_rtt;		/* rehash's need of RTT_CB is registered (rttcb.bpf.h) */
+	__u8 own_rtt;		/* RTT_CB was switched on by rehash (and only then cleared) */
 	__u8 win;		/* WIN_*: path-memory window phase; 0 = none */
 	__u8 rounds_on;		/* rounds trigger on (cfg at the last decision point) */
 	__u8 memory_on;		/* path memory on for the pending rehash */
@@ -431,23 +429,26 @@ static __always_inline struct sp_rehash_conn *conn_get(const struct bpf_sock_ops
 }
 
 /*
- * RTT_CB on while there is per-ACK work; when there is none, rehash's need
- * is withdrawn, and the flag goes off unless another module still needs it
- * (rttcb.bpf.h). Called after every change of want / win / rounds_on.
+ * RTT_CB on while there is per-ACK work, off (if rehash switched it on)
+ * when there is none. Called after every change of want / win / rounds_on.
  */
 static __always_inline void rtt_cb_update(struct bpf_sock_ops *skops, struct sk_state *s)
 {
+	__u32 cur = skops->bpf_sock_ops_cb_flags;
 	bool need = s->want || s->win || s->rounds_on;
-	int r;
 
-	if (need == !!s->own_rtt)
-		return;
-	r = sp_rtt_need(skops, SP_RTT_NEED_REHASH, need);
-	if (r < 0)
-		return;	/* not registered: tried again at the next change */
-	if (r > 0)
-		sp_count(&rehash_ctr, SP_RH_RTT_ON, 1);
-	s->own_rtt = need;
+	if (need && !(cur & BPF_SOCK_OPS_RTT_CB_FLAG)) {
+		if (!bpf_sock_ops_cb_flags_set(skops, cur | BPF_SOCK_OPS_RTT_CB_FLAG)) {
+			s->own_rtt = 1;
+			sp_count(&rehash_ctr, SP_RH_RTT_ON, 1);
+		}
+	} else if (!need && s->own_rtt) {
+		/* Only the bit rehash set: another module may have asked for
+		 * other callbacks meanwhile, and they stay. */
+		if (cur & BPF_SOCK_OPS_RTT_CB_FLAG)
+			bpf_sock_ops_cb_flags_set(skops, cur & ~BPF_SOCK_OPS_RTT_CB_FLAG);
+		s->own_rtt = 0;
+	}
 }
 
 /* Bytes delivered since the last call go to SP_RH_BYTES (per MB in status). */

@@ -3,10 +3,6 @@
  * tcpstats: TCP counters for the sockets of one cgroup (and its children).
  * The simplest stackpilot module, and the template for the others: one
  * sockops program, one config map of tunables, one per-CPU counter array.
- * It asks for no per-ACK callback (RTT_CB): that would run every sockops
- * program of the cgroup on every ACK. A module that needs one registers
- * its need as rehash and pmtu do (rttcb.bpf.h) and never clears the flag
- * itself.
  */
 #include "common.bpf.h"
 

@@ -111,7 +111,7 @@ int sp_pin_obj_maps(struct bpf_object *obj, const char *pin_dir)
 	char path[512];
 
 	bpf_object__for_each_map(map, obj) {
-		if (strchr(bpf_map__name(map), '.') || bpf_map__is_pinned(map))	/* shared: libbpf pinned it */
+		if (strchr(bpf_map__name(map), '.'))
 			continue;
 		if (sp_pin_path(path, sizeof(path), pin_dir, bpf_map__name(map)))
 			return -1;
@@ -215,7 +215,7 @@ static struct bpf_program *sockops_prog(struct bpf_object *obj)
 
 int sp_module_start(struct sp_run *run, const struct sp_module *m, void **inst)
 {
-	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = run->btf_path, .pin_root_path = run->pin_dir);
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = run->btf_path);
 	struct skel_inst *in;
 
 	if (m->start)

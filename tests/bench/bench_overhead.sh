@@ -16,12 +16,10 @@ on_exit "kill \$(cat $TMP/iperf.pid)"
 tcp_server 5301
 sleep 0.3
 
-tput() { # Gbit/s of one iperf3 run from the cgroup; its bytes in $TMP/bytes
-	in_cgroup ip netns exec "$NS_A" iperf3 -c 10.77.0.2 -p 5201 -t "$SECS" -J >"$TMP/iperf.json"
-	jq '.end.sum_received.bytes' "$TMP/iperf.json" >"$TMP/bytes"
-	jq '.end.sum_received.bits_per_second / 1e9' "$TMP/iperf.json"
+tput() { # Gbit/s of one iperf3 run from the cgroup
+	in_cgroup ip netns exec "$NS_A" iperf3 -c 10.77.0.2 -p 5201 -t "$SECS" -J |
+		jq '.end.sum_received.bits_per_second / 1e9'
 }
-runs() { "$SP" status --json --pin-path "$PIN" | jq -r '.programs[] | "\(.name) \(.run_cnt)"' | sort; }
 crate() { # connections per second, each carrying 100 bytes
 	local t0=$(date +%s.%N)
 	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5301 100 "$CONNS" >/dev/null
@@ -30,20 +28,12 @@ crate() { # connections per second, each carrying 100 bytes
 span() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.4g-%.4g", lo, hi }'; }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-: >"$TMP/off.t"; : >"$TMP/on.t"; : >"$TMP/off.c"; : >"$TMP/on.c"; : >"$TMP/permb"
+: >"$TMP/off.t"; : >"$TMP/on.t"; : >"$TMP/off.c"; : >"$TMP/on.c"
 crate >/dev/null	# warm-up
 measure() { tput >>"$TMP/$1.t"; crate >>"$TMP/$1.c"; }
-# Runs per MB of the bulk flow, per program: what its ACKs cost (issue 28:
-# 8 per MB each while pmtu kept RTT_CB on; the handshakes' few runs are
-# nothing against GBs). One "NAME RUNS_PER_MB" line per program and round.
 with_sp() {
 	sp_start --cgroup "$CG"
-	runs >"$TMP/runs0"
-	tput >>"$TMP/on.t"
-	runs >"$TMP/runs1"
-	join "$TMP/runs0" "$TMP/runs1" |
-		awk -v b="$(cat "$TMP/bytes")" '{ printf "%s %.4f\n", $1, ($3 - $2) / (b / 1e6) }' >>"$TMP/permb"
-	crate >>"$TMP/on.c"
+	measure on
 	"$SP" status --json --pin-path "$PIN" >"$TMP/status.json"
 	sp_stop
 }
@@ -64,10 +54,6 @@ printf '| throughput, Gbit/s | %.2f (%s) | %.2f (%s) | %.3f |\n' "$off_t" "$(spa
 printf '| connection rate, conn/s | %.0f (%s) | %.0f (%s) | %.3f |\n' "$off_c" "$(span <"$TMP/off.c")" \
 	"$on_c" "$(span <"$TMP/on.c")" "$(echo "$on_c / $off_c" | bc -l)"
 echo
-echo "| program | runs (last measurement) | average run time, ns | runs per MB of the bulk flow, median |"
-echo "|---|---|---|---|"
-jq -r '.programs[] | "\(.name) \(.run_cnt) \(.avg_ns)"' "$TMP/status.json" |
-	while read -r name cnt ns; do
-		printf '| %s | %s | %s | %s |\n' "$name" "$cnt" "$ns" \
-			"$(awk -v n="$name" '$1 == n { print $2 }' "$TMP/permb" | median)"
-	done
+echo "| program | runs (last measurement) | average run time, ns |"
+echo "|---|---|---|"
+jq -r '.programs[] | "| \(.name) | \(.run_cnt) | \(.avg_ns) |"' "$TMP/status.json"

@@ -234,28 +234,19 @@ t_rehash_clean_flow_no_rtt_cb() {
 	assert_ge $((mb * 20)) "$(rh rtt_callbacks)" "RTT callbacks per MB / 20 with losses"
 }
 
-# RTT_CB ownership (bpf/rttcb.bpf.h): with pmtu loaded, pmtu asks for RTT_CB
-# at establishment and gives it back once learn_kb is delivered; rehash's
-# needs are registered beside pmtu's, so the flag stays on while either needs
-# it and goes off after: rehash still applies its deferred decisions, it
-# switches RTT_CB on itself once pmtu has let go, and the ACKs that run every
-# program stay a small part of a lossy flow's.
+# RTT_CB ownership: with pmtu loaded, pmtu asked for RTT_CB at establishment;
+# rehash must never switch it on (already on) nor off (not its bit).
 t_rehash_rtt_cb_shared_with_pmtu() {
 	RH_MODULES=rehash,pmtu rh_setup
 	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail "set rehash.prob=100 rehash.mode=1: exit $?"
 	flow 3
-	local n=$(rh_applied) def=$(rh rehash_deferred) done=$(( $(rh rehash_deferred_done) + $(rh rehash_deferred_forced) ))
-	local mb=$(( $(rh bytes_delivered) / 1000000 )) pm=$(sp_num '.programs[] | select(.name == "sp_pmtu") | .run_cnt')
-	echo "rehashes $n, deferred $def (applied $done), rtt callbacks $(rh rtt_callbacks)," \
-		"switched on $(rh rtt_cb_switched_on), $mb MB, sp_pmtu runs $pm"
+	local n=$(rh_applied)
+	echo "rehashes $n, rtt callbacks $(rh rtt_callbacks), switched on $(rh rtt_cb_switched_on)"
 	assert_ge "$n" 2 "rehashes with pmtu loaded"
-	# A deferred decision is applied on a later ACK: RTT_CB was on for it.
-	if [ "$def" -gt 0 ]; then
-		assert_ge "$done" 1 "deferred decisions applied with pmtu loaded ($def deferred)"
-		assert_ge "$(rh rtt_cb_switched_on)" 1 "RTT_CB switched on by rehash after pmtu let go"
-	fi
-	assert_ge $((mb * 20)) "$(rh rtt_callbacks)" "RTT callbacks per MB / 20 with losses, pmtu loaded"
-	assert_ge $((mb * 20)) "$pm" "sp_pmtu runs per MB / 20 with losses"
+	assert_eq "$(rh rtt_cb_switched_on)" 0 "RTT_CB switched on by rehash while pmtu holds it"
+	# RTT_CB stayed on for every ACK: ~100 per MB on this path, not a few.
+	local mb=$(( $(rh bytes_delivered) / 1000000 ))
+	assert_ge "$(rh rtt_callbacks)" $((mb * 10)) "RTT callbacks (pmtu's flag kept) for $mb MB"
 }
 
 # The testbed's oracle and cross-traffic pinning do what the benchmark

@@ -9,9 +9,6 @@
  * per connection: seconds, MSS, retransmits, RTOs (from TCP_INFO).
  * Exit 0 if every transfer completed before TIMEOUT_S (default 30).
  * hold keeps COUNT connections open for SECONDS (see hold()).
- * TCPTOOL_PACE_BPS=N paces each client connection at N bytes/s
- * (SO_MAX_PACING_RATE): a clean flow, where an unpaced one overflows veth's
- * backlog on a busy machine and retransmits.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -82,11 +79,6 @@ static int one_transfer(const struct addrinfo *ai, long bytes, double deadline)
 	long left = bytes;
 	struct timeval tv = { .tv_sec = 1 };
 
-	const char *pace = getenv("TCPTOOL_PACE_BPS");
-	unsigned int rate = pace ? strtoul(pace, NULL, 10) : 0;
-
-	if (fd >= 0 && rate)
-		setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof(rate));
 	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen)) {
 		perror("tcptool connect");
 		return -1;

@@ -87,7 +87,7 @@ static void stop(struct sp_run *run, void *inst)
 
 static int start(struct sp_run *run, void **inst)
 {
-	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = run->btf_path, .pin_root_path = run->pin_dir);
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = run->btf_path);
 	struct pmtu_state *st = sp_module_inst(&sp_mod_pmtu, sizeof(*st), inst);
 	const char *arg = sp_run_opt_arg(run, &mtu_probing_opt);
 	__u32 v;
