@@ -682,6 +682,7 @@ t_pmtu_forged_echo_replies() {
 		'dst, other, to, log = sys.argv[1:5]' \
 		'sn = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(0x0800)); sn.bind(("rs", 0x0800))' \
 		'tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)' \
+		'open(log + ".ready", "w").close()' \
 		'def reply(src, idseq, data):' \
 		'    h = bytearray(b"\0\0\0\0" + idseq + data); h[2:4] = struct.pack("!H", csum(bytes(h)))' \
 		'    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(h), 0, 0x4000, 64, 1, 0,' \
@@ -694,7 +695,10 @@ t_pmtu_forged_echo_replies() {
 		'    open(log, "a").write("%d\n" % len(p))' >"$TMP/forge.py"
 	ip netns exec "$NS_RT" python3 "$TMP/forge.py" 10.30.2.2 10.30.3.2 10.30.1.1 "$TMP/forged" &
 	BG_PIDS+=($!); disown
-	sleep 0.3
+	# The search's first probes are the large ones: the forger must be
+	# listening before it starts (a fixed 0.3 s was not, once, under CI load).
+	for _ in $(seq 100); do [ -e "$TMP/forged.ready" ] && break; sleep 0.1; done
+	[ -e "$TMP/forged.ready" ] || fail "the forger did not start in 10 s"
 	xfer 10.30.2.2 1000 >/dev/null || fail "xfer: exit $?"
 	pm_wait_state 10.30.2.2 searched || fail "not searched: $(cat "$TMP/sp.err")"
 	echo "$(grep 10.30.2.2 "$TMP/sp.err"); $(sp_json '.modules.pmtu.destinations | tostring')"
