@@ -51,7 +51,18 @@ int sp_tcpstats(struct bpf_sock_ops *skops)
 		sp_count(&tcpstats_ctr, op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB ?
 			 SP_TS_ACTIVE : SP_TS_PASSIVE, 1);
 		sp_cb_flags_or(skops, BPF_SOCK_OPS_RETRANS_CB_FLAG |
-				      BPF_SOCK_OPS_RTO_CB_FLAG);
+				      BPF_SOCK_OPS_RTO_CB_FLAG | BPF_SOCK_OPS_STATE_CB_FLAG);
+		break;
+	case BPF_SOCK_OPS_STATE_CB:
+		/*
+		 * At close, the connection's own totals: the share of segments
+		 * retransmitted, at one callback a connection, none a packet.
+		 * args[1] = the new state.
+		 */
+		if (skops->args[1] != BPF_TCP_CLOSE || !port_selected(skops))
+			break;
+		sp_count(&tcpstats_ctr, SP_TS_CLOSED_SEGS, skops->segs_out);
+		sp_count(&tcpstats_ctr, SP_TS_CLOSED_RETRANS, skops->total_retrans);
 		break;
 	case BPF_SOCK_OPS_RETRANS_CB:
 		/* Other modules may have enabled this callback on sockets we

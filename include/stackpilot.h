@@ -49,6 +49,8 @@ enum sp_tcpstats_ctr {
 	SP_TS_PASSIVE,		/* connections accepted in the cgroup */
 	SP_TS_RETRANS,		/* retransmitted segments */
 	SP_TS_RTO,		/* retransmission timeouts */
+	SP_TS_CLOSED_SEGS,	/* segments sent by connections that closed (their segs_out) */
+	SP_TS_CLOSED_RETRANS,	/* of those, retransmitted (their total_retrans) */
 	SP_TS_NR,
 };
 

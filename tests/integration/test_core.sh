@@ -222,6 +222,17 @@ t_tcpstats_retrans_rto() {
 	ip netns exec "$NS_B" nft add rule inet sptest in tcp dport 5201 ip length '>' 200 numgen inc mod 10 0 drop
 	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 2000000 1 >/dev/null || fail "lossy transfer: exit $?"
 	assert_ge "$(status_num retrans_segs)" 1 "retrans_segs after 10% loss"
+	# At its close the connection gave its own totals (tcp_sock's segs_out
+	# and total_retrans): 2 MB is over 1000 segments, a tenth of them lost.
+	local segs=0
+	for _ in $(seq 50); do
+		segs=$(status_num closed_segs_out)
+		[ "${segs:-0}" -gt 0 ] && break
+		sleep 0.1
+	done
+	assert_ge "$segs" 1000 "closed_segs_out of a 2 MB transfer"
+	assert_ge "$(status_num closed_retrans_segs)" 1 "closed_retrans_segs after 10% loss"
+	assert_le "$(status_num closed_retrans_segs)" "$segs" "closed_retrans_segs, of closed_segs_out"
 	local rto0=$(status_num rto)	# loss at the tail of a transfer can end in an RTO
 	ip netns exec "$NS_B" nft flush chain inet sptest in
 	# Drop every data segment for 1.5 s, longer than the RTO; the handshake passes.

@@ -25,6 +25,9 @@ static const struct sp_counter counters[SP_TS_NR] = {
 	[SP_TS_PASSIVE] = { "passive_opens", "connections accepted in the cgroup" },
 	[SP_TS_RETRANS] = { "retrans_segs", "retransmitted segments" },
 	[SP_TS_RTO] = { "rto", "retransmission timeouts" },
+	[SP_TS_CLOSED_SEGS] = { "closed_segs_out", "segments sent by connections that closed" },
+	[SP_TS_CLOSED_RETRANS] = { "closed_retrans_segs",
+				   "segments retransmitted by connections that closed" },
 };
 
 /* What it counted, in words (export/ lays them out). */
