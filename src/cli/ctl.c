@@ -248,20 +248,20 @@ static void status_plain(const char *pin_dir, const struct sp_meta *meta, bool a
 		if (!(meta->modules & (1u << i)))
 			continue;
 		sp_status_summary(pin_dir, m, rep, &s);
-		if (!sp_summary_words(&s, NULL, false, text, sizeof(text)))
+		if (!sp_summary_words(&s, NULL, 0, false, text, sizeof(text)))
 			snprintf(text, sizeof(text), "attached");
 		sp_summary_wrap(out, m->name, text, width, lines);
 		if (live && live->have) {
-			snprintf(head, sizeof(head), "last %.0f s:", live->secs);
-			if (!sp_summary_words(&s, &live->prev[i], false, text + strlen(head) + 1,
-					      sizeof(text) - strlen(head) - 1))
+			snprintf(head, sizeof(head), "last %.0f s, per s:", live->secs);
+			if (!sp_summary_words(&s, &live->prev[i], live->secs, false,
+					      text + strlen(head) + 1, sizeof(text) - strlen(head) - 1))
 				snprintf(text + strlen(head) + 1, sizeof(text) - strlen(head) - 1,
 					 "nothing new");
 			memcpy(text, head, strlen(head));
 			text[strlen(head)] = ' ';
 			sp_summary_wrap(out, "", text, width, 1);
 		}
-		if (sp_summary_words(&s, NULL, true, text, sizeof(text))) {
+		if (sp_summary_words(&s, NULL, 0, true, text, sizeof(text))) {
 			snprintf(head, sizeof(head), "warning:");
 			sp_summary_wrap(out, head, text, width, live ? 1 : lines);
 		}

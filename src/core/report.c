@@ -155,6 +155,35 @@ struct sp_phrase *sp_say_rec(struct sp_summary *s, unsigned int flags, const str
 	return (flags & SP_SAY_WARN) && !v ? NULL : sp_say(s, flags, v, words);
 }
 
+int sp_say_words(const char *words, const char *num, char *buf, size_t len)
+{
+	bool one = !strcmp(num, "1");
+	size_t l = 0;
+
+#define PUT(c) do { if (l + 1 < len) buf[l] = (c); l++; } while (0)
+	for (const char *w = words; *w; w++) {
+		const char *bar, *end;
+
+		if (w[0] == '%' && w[1] == 's') {
+			for (const char *c = num; *c; c++)
+				PUT(*c);
+			w++;
+		} else if (w[0] == '{' && (bar = strchr(w, '|')) && (end = strchr(bar, '}'))) {
+			const char *from = one ? w + 1 : bar + 1, *to = one ? bar : end;
+
+			for (const char *c = from; c < to; c++)
+				PUT(*c);
+			w = end;
+		} else {
+			PUT(*w);
+		}
+	}
+#undef PUT
+	if (len)
+		buf[l < len ? l : len - 1] = 0;
+	return l;
+}
+
 /* ---- renderers ---------------------------------------------------------- */
 
 /* A value as text in buf; returns its length, as snprintf. */

@@ -363,7 +363,7 @@ enum {
 };
 #define SP_SAY_MAX	10
 struct sp_phrase {
-	const char *words;	/* a format with one %s: the number */
+	const char *words;	/* one %s, the number; {one|many}: sp_say_words() */
 	double v;
 	unsigned int flags;	/* SP_SAY_* */
 	char detail[160];	/* after the words (e.g. which paths), or "" */
@@ -377,6 +377,14 @@ struct sp_phrase *sp_say(struct sp_summary *s, unsigned int flags, double v, con
 /* The same of r's top-level record key; a warning (SP_SAY_WARN) only when it is not 0. */
 struct sp_phrase *sp_say_rec(struct sp_summary *s, unsigned int flags, const struct sp_report *r,
 			     const char *key, const char *words);
+
+/*
+ * A phrase's words as text in buf, its number written as num: the %s is
+ * num, each {one|many} is one when num reads "1", else many ("%s
+ * {path|paths}": "1 path", "2 paths", "0.5 paths"). Every module's
+ * singular and plural go through it. Returns the length, as snprintf.
+ */
+int sp_say_words(const char *words, const char *num, char *buf, size_t len);
 
 /* Text: one line per record, then each table with a header line. */
 void sp_report_text(const struct sp_report *r, FILE *out, const char *indent);

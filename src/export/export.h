@@ -35,15 +35,15 @@ void sp_status_progs(const struct sp_meta *meta, struct sp_report *rep);
  * The plain summary: module m's phrases (its .say) from its records as
  * status reads them (rep is scratch). sp_summary_words writes the phrases
  * of s (warn: only warnings, else only the others) as one text, "a, b";
- * with prev, only what counters added since prev, those that did. It
- * returns how many it wrote. sp_summary_wrap prints head, then text in
+ * with prev, only what counters added since prev, those that did, per
+ * second over secs. It returns how many it wrote. sp_summary_wrap prints head, then text in
  * lines of width at most, at most max_lines (the last cut with "...");
  * it returns the lines printed.
  */
 void sp_status_summary(const char *pin_dir, const struct sp_module *m, struct sp_report *rep,
 		       struct sp_summary *s);
-int sp_summary_words(const struct sp_summary *s, const struct sp_summary *prev, bool warn,
-		     char *buf, size_t len);
+int sp_summary_words(const struct sp_summary *s, const struct sp_summary *prev, double secs,
+		     bool warn, char *buf, size_t len);
 int sp_summary_wrap(FILE *out, const char *head, const char *text, int width, int max_lines);
 /* The pin folders of a config run's cgroups under pin_dir (those with a meta pin), sorted. */
 int sp_instances(const char *pin_dir, char (*names)[256], int max);

@@ -151,7 +151,7 @@ void sp_status_summary(const char *pin_dir, const struct sp_module *m, struct sp
 		m->say(rep, s);
 }
 
-/* A phrase's number: a count as it is, bytes in B/KiB/MiB/GiB, a percentage. */
+/* A phrase's number: a count as it is (a rate with a decimal), bytes in B/KiB/MiB/GiB, a percentage. */
 static void num_text(const struct sp_phrase *p, double v, char *buf, size_t len)
 {
 	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
@@ -162,7 +162,8 @@ static void num_text(const struct sp_phrase *p, double v, char *buf, size_t len)
 		return;
 	}
 	if (!(p->flags & SP_SAY_BYTES)) {
-		snprintf(buf, len, "%.0f", v);
+		/* A rate may be a fraction: its first digit or one decimal. */
+		snprintf(buf, len, v >= 10 || v == (long long)v ? "%.0f" : v >= 1 ? "%.1f" : "%.1g", v);
 		return;
 	}
 	for (; v >= 1024 && u < 4; u++)
@@ -179,8 +180,8 @@ static const struct sp_phrase *same_phrase(const struct sp_summary *prev, const 
 	return NULL;
 }
 
-int sp_summary_words(const struct sp_summary *s, const struct sp_summary *prev, bool warn,
-		     char *buf, size_t len)
+int sp_summary_words(const struct sp_summary *s, const struct sp_summary *prev, double secs,
+		     bool warn, char *buf, size_t len)
 {
 	size_t l = 0;
 	int n = 0;
@@ -194,19 +195,20 @@ int sp_summary_words(const struct sp_summary *s, const struct sp_summary *prev, 
 		if (!(p->flags & SP_SAY_WARN) != !warn)
 			continue;
 		if (prev) {
-			/* Over the interval: what a counter added; what holds now is said since start. */
+			/*
+			 * Over the interval: what a counter added, per second;
+			 * what holds now is said since start.
+			 */
 			if (!(p->flags & SP_SAY_COUNTER))
 				continue;
 			q = same_phrase(prev, p);
 			v = q && q->v <= v ? v - q->v : v;
 			if (!v)
 				continue;
+			v /= secs > 0 ? secs : 1;
 		}
 		num_text(p, v, num, sizeof(num));
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
-		snprintf(words, sizeof(words), p->words, num);
-#pragma GCC diagnostic pop
+		sp_say_words(p->words, num, words, sizeof(words));
 		l += snprintf(buf + l, len - l, "%s%s%s", n++ ? ", " : "", words,
 			      prev ? "" : p->detail);
 	}

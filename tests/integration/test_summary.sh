@@ -52,9 +52,9 @@ said() {
 	echo "${BASH_REMATCH[1]}"
 }
 
-TS_SAYS=('([0-9]+) connections' '.active_opens + .passive_opens'
-	 '([0-9]+) segments retransmitted' '.retrans_segs'
-	 '([0-9]+) RTOs' '.rto')
+TS_SAYS=('([0-9]+) connections?' '.active_opens + .passive_opens'
+	 '([0-9]+) segments? retransmitted' '.retrans_segs'
+	 '([0-9]+) RTOs?' '.rto')
 
 # rehash moves a flow on the ECMP testbed (t_rehash_moves_flow's traffic);
 # tcpstats counts the same connections.
@@ -68,11 +68,28 @@ t_status_summary_counters_rehash() {
 	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 4 -C cubic >/dev/null || fail "iperf3"
 	sp_ctl status | has "^stackpilot pid $SP_PID, up [0-9]* s, cgroup $CG\$" ||
 		fail "status does not say where it is attached: $(sp_ctl status)"
-	summary_matches rehash 'moved flows ([0-9]+) times' '.rehash_now + .rehash_deferred_done + .rehash_deferred_forced' \
-		'([0-9]+) moved back' '.memory_reverted' '([0-9]+) loss episodes' '.episodes' '([0-9]+) RTOs' '.rto'
+	summary_matches rehash 'moved flows ([0-9]+) times?' '.rehash_now + .rehash_deferred_done + .rehash_deferred_forced' \
+		'([0-9]+) moved back' '.memory_reverted' '([0-9]+) loss episodes?' '.episodes' '([0-9]+) RTOs?' '.rto'
 	summary_matches tcpstats "${TS_SAYS[@]}"
-	assert_ge "$(said rehash 'moved flows ([0-9]+) times')" 1 "flows moved, as status says"
-	assert_ge "$(said tcpstats '([0-9]+) connections')" 2 "connections, as status says"
+	assert_ge "$(said rehash 'moved flows ([0-9]+) times?')" 1 "flows moved, as status says"
+	assert_ge "$(said tcpstats '([0-9]+) connections?')" 2 "connections, as status says"
+	retrans_share_matches
+}
+
+# tcpstats' share of segments retransmitted is that of its closed
+# connections' counters, once the connections of the test closed.
+retrans_share_matches() {
+	local j pct want
+	for _ in $(seq 50); do
+		j=$(sp_ctl status --json) || fail "status --json: exit $?"
+		want=$(jq -r '.modules.tcpstats | if .closed_segs_out > 0 then
+			100 * .closed_retrans_segs / .closed_segs_out else empty end' <<<"$j")
+		[ -n "$want" ] && [[ $(summary_line tcpstats) =~ ([0-9.]+)%\ of\ segments\ retransmitted ]] &&
+			pct=${BASH_REMATCH[1]} && [ "$pct" = "$(printf %.1f "$want")" ] && break
+		sleep 0.1
+	done
+	[ -n "$want" ] || fail "no closed connection counted: $(jq -c .modules.tcpstats <<<"$j")"
+	assert_eq "$pct" "$(printf %.1f "$want")" "tcpstats' share retransmitted against its counters"
 }
 
 # Under --dry-run, rehash says what it would have done: its skipped writes.
@@ -84,8 +101,8 @@ t_status_summary_dry_run_rehash() {
 	sp_ctl set rehash.prob=100 rehash.mode=1 >/dev/null || fail "set rehash.prob=100 rehash.mode=1: exit $?"
 	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 4 -C cubic >/dev/null || fail "iperf3"
 	sp_ctl status | has '^dry run' || fail "status does not say it is a dry run: $(sp_ctl status)"
-	summary_matches rehash 'would have moved flows ([0-9]+) times' '.dry_run_skipped'
-	assert_ge "$(said rehash 'would have moved flows ([0-9]+) times')" 1 "moves a dry run would have made"
+	summary_matches rehash 'would have moved flows ([0-9]+) times?' '.dry_run_skipped'
+	assert_ge "$(said rehash 'would have moved flows ([0-9]+) times?')" 1 "moves a dry run would have made"
 	summary_line rehash | has 'would have moved flows' || fail "dry run summary: $(summary_line rehash)"
 }
 
@@ -99,12 +116,12 @@ t_status_summary_counters_pmtu() {
 	xfer 10.30.2.2 1000000 >/dev/null
 	summary_matches pmtu 'learned ([0-9]+) paths?' '[.destinations[] | select(.state != "suspect" and .state != "asked" and .low_mtu > 0)] | length' \
 		'([0-9]+) searching' '[.destinations[] | select(.state == "suspect" or .state == "asked")] | length' \
-		'clamped ([0-9]+) connections' '.started_with_learned_mss' \
-		'([0-9]+) black-hole suspects' '.black_hole_suspects'
+		'clamped ([0-9]+) connections?' '.started_with_learned_mss' \
+		'([0-9]+) black-hole suspects?' '.black_hole_suspects'
 	summary_matches tcpstats "${TS_SAYS[@]}"
 	assert_ge "$(said pmtu 'learned ([0-9]+) paths?')" 1 "paths learned, as status says"
 	summary_line pmtu | has '(10\.30\.2\.2 1[34][0-9][0-9])' || fail "the learned path is not named: $(summary_line pmtu)"
-	assert_ge "$(said pmtu 'clamped ([0-9]+) connections')" 1 "clamped connections, as status says"
+	assert_ge "$(said pmtu 'clamped ([0-9]+) connections?')" 1 "clamped connections, as status says"
 }
 
 # fragguard refuses a hog (t_fragguard_victim_survives_hog's traffic) and
@@ -116,12 +133,12 @@ t_status_summary_counters_fragguard() {
 	udp_delivered 2 1 5M >/dev/null
 	sp_ctl status | has "^stackpilot pid $SP_PID, up [0-9]* s, iface rp1,rp2\$" ||
 		fail "status does not say where it is attached: $(sp_ctl status)"
-	summary_matches fragguard 'refused ([0-9]+) fragments' \
+	summary_matches fragguard 'refused ([0-9]+) fragments?' \
 		'.refused_peer_limit + .refused_fair_share + .refused_unknown_pool + .refused_age + .refused_followers' \
-		'([0-9]+) peers refused' '[.top_peers[] | select(.refused > 0)] | length' \
-		'([0-9]+) datagrams reassembled' '.completed' '([0-9]+) peers known' '.peers_known'
-	assert_ge "$(said fragguard 'refused ([0-9]+) fragments')" 100 "fragments refused, as status says"
-	assert_ge "$(said fragguard '([0-9]+) peers refused')" 1 "peers refused, as status says"
+		'([0-9]+) peers? refused' '[.top_peers[] | select(.refused > 0)] | length' \
+		'([0-9]+) datagrams? reassembled' '.completed' '([0-9]+) peers? known' '.peers_known'
+	assert_ge "$(said fragguard 'refused ([0-9]+) fragments?')" 100 "fragments refused, as status says"
+	assert_ge "$(said fragguard '([0-9]+) peers? refused')" 1 "peers refused, as status says"
 }
 
 # run's live view as a person sees it (issue 29 items 1 and 5): `stackpilot
@@ -161,10 +178,10 @@ t_run_live_view_tmux() {
 	tc -n "$NS_R" qdisc add dev rp1 root tbf rate 20mbit burst 8k latency 5ms || fail "tbf: exit $?"
 	in_cgroup ip netns exec "$NS_R" iperf3 -c 10.50.1.2 -p 5201 -t 3 >/dev/null || fail "iperf3: exit $?"
 	peer 1 "$FRAGFLOOD" 10.50.1.1 3000 >/dev/null || fail "flood: exit $?"
-	screen_wait '^rehash +moved flows [1-9][0-9]* times'
-	screen_wait '^fragguard +refused [1-9][0-9]* fragments'
-	screen_wait '^tcpstats +[1-9][0-9]* connections'
-	screen_wait '^ +last 1 s: '
+	screen_wait '^rehash +moved flows [1-9][0-9]* times?'
+	screen_wait '^fragguard +refused [1-9][0-9]* fragments?'
+	screen_wait '^tcpstats +[1-9][0-9]* connections?'
+	screen_wait '^ +last 1 s, per s: '
 	local s1=$(screen) up1 up2
 	echo "$s1"
 	# It fits: 24 lines at most, none over 80 columns, nothing but the view.

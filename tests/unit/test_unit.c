@@ -272,7 +272,7 @@ static char *summary_of(const struct sp_module *m, const struct sp_report *r,
 
 	s->n = 0;
 	m->say(r, s);
-	sp_summary_words(s, prev, warn, text, sizeof(text));
+	sp_summary_words(s, prev, 1, warn, text, sizeof(text));
 	return text;
 }
 
@@ -296,7 +296,8 @@ static void test_summary(void)
 {
 	struct sp_report *r = calloc(1, sizeof(*r));
 	struct sp_summary s, prev;
-	unsigned long long v[SP_RH_NR] = {};
+	unsigned long long v[SP_RH_NR + SP_TS_NR + SP_PM_NR + SP_FG_NR] = {};
+	char text[1024];
 	const struct sp_module *m;
 	struct sp_table *t;
 	char *buf = NULL;
@@ -317,6 +318,23 @@ static void test_summary(void)
 	summary_recs(r, m, -1, v, SP_TS_NR);
 	CHECK_STR("summary_interval_counters_added", summary_of(m, r, &prev, false, &s),
 		  "7 connections");
+	/* Over 2 s: per second, a fraction where it is one. */
+	sp_summary_words(&s, &prev, 2, false, text, sizeof(text));
+	CHECK_STR("summary_interval_per_second", text, "3.5 connections");
+	prev.p[0].v = 12;
+	sp_summary_words(&s, &prev, 4, false, text, sizeof(text));
+	CHECK_STR("summary_interval_rate_fraction", text, "0.5 connections");
+	prev.p[0].v = 10;
+	sp_summary_words(&s, &prev, 4, false, text, sizeof(text));
+	CHECK_STR("summary_interval_rate_one", text, "1 connection");
+	/* One of each: singular; the share retransmitted once connections closed. */
+	memset(v, 0, sizeof(v));
+	v[SP_TS_ACTIVE] = 1, v[SP_TS_RETRANS] = 1, v[SP_TS_RTO] = 1;
+	v[SP_TS_CLOSED_SEGS] = 1000, v[SP_TS_CLOSED_RETRANS] = 3;
+	summary_recs(r, m, -1, v, SP_TS_NR);
+	CHECK_STR("summary_tcpstats_singular", summary_of(m, r, NULL, false, &s),
+		  "1 connection, 0.3% of segments retransmitted (closed connections), "
+		  "1 segment retransmitted, 1 RTO");
 
 	m = mod("rehash");
 	memset(v, 0, sizeof(v));
@@ -326,6 +344,15 @@ static void test_summary(void)
 	CHECK_STR("summary_rehash", summary_of(m, r, NULL, false, &s),
 		  "moved flows 7 times, 8 moved back, 16 loss episodes, 32 RTOs");
 	summary_dry(r, m, v, SP_RH_NR, "would have moved flows 64 times");
+	for (int i = 0; i < SP_RH_NR; i++)
+		v[i] = 1;
+	summary_recs(r, m, 1, v, SP_RH_NR);
+	CHECK_STR("summary_rehash_singular", summary_of(m, r, NULL, false, &s),
+		  "moved flows 3 times, 1 moved back, 1 loss episode, 1 RTO");
+	v[SP_RH_NOW] = 0, v[SP_RH_DEFERRED_FORCED] = 0;
+	summary_recs(r, m, 1, v, SP_RH_NR);
+	CHECK("summary_rehash_one_time", HAS(summary_of(m, r, NULL, false, &s), "moved flows 1 time,"));
+	summary_dry(r, m, v, SP_RH_NR, "would have moved flows 1 time (dry run)");
 
 	m = mod("pmtu");
 	memset(v, 0, sizeof(v));
@@ -345,6 +372,17 @@ static void test_summary(void)
 	CHECK_STR("summary_pmtu_warning", summary_of(m, r, NULL, true, &s),
 		  "2 searches lost: ring buffer full");
 	summary_dry(r, m, v, SP_PM_NR, "would have clamped 6 connections");
+	v[SP_PM_CLAMPED] = 1, v[SP_PM_SUSPECTS] = 1, v[SP_PM_EVENTS_LOST] = 1;
+	summary_recs(r, m, 1, v, SP_PM_NR);
+	t = sp_table_add(r, "destinations", "", pm_cols, 3);
+	snprintf(sp_table_row(t)[0].s, sizeof(t->rows[0][0].s), "10.0.0.9");
+	t->rows[0][1].i = 1400;
+	snprintf(t->rows[0][2].s, sizeof(t->rows[0][2].s), "searched");
+	CHECK_STR("summary_pmtu_singular", summary_of(m, r, NULL, false, &s),
+		  "learned 1 path (10.0.0.9 1400), 0 searching, clamped 1 connection, "
+		  "1 black-hole suspect");
+	CHECK_STR("summary_pmtu_warning_singular", summary_of(m, r, NULL, true, &s),
+		  "1 search lost: ring buffer full");
 
 	m = mod("fragguard");
 	memset(v, 0, sizeof(v));
@@ -355,6 +393,26 @@ static void test_summary(void)
 				       "refused 31 fragments, 0 peers refused") &&
 	      HAS(summary_of(m, r, NULL, false, &s), "9 datagrams reassembled"));
 	summary_dry(r, m, v, SP_FG_NR, "would have refused 31 fragments");
+	memset(v, 0, sizeof(v));
+	v[SP_FG_REF_AGE] = 1, v[SP_FG_COMPLETED] = 1, v[SP_FG_UNTRACKED] = 1;
+	summary_recs(r, m, 1, v, SP_FG_NR);
+	CHECK("summary_fragguard_singular", HAS(summary_of(m, r, NULL, false, &s),
+						"refused 1 fragment, 0 peers refused") &&
+	      HAS(summary_of(m, r, NULL, false, &s), "1 datagram reassembled"));
+	CHECK_STR("summary_fragguard_warning_singular", summary_of(m, r, NULL, true, &s),
+		  "1 datagram passed untracked: datagram map full");
+
+	/* The one helper every module's words go through. */
+	sp_say_words("%s {path|paths} (%s)", "1", text, sizeof(text));
+	CHECK_STR("say_words_one", text, "1 path (1)");
+	sp_say_words("learned %s {path|paths}", "0", text, sizeof(text));
+	CHECK_STR("say_words_zero", text, "learned 0 paths");
+	sp_say_words("%s {peer|peers} over {its|their} limit", "1.5", text, sizeof(text));
+	CHECK_STR("say_words_fraction", text, "1.5 peers over their limit");
+	sp_say_words("%s {a|b", "1", text, sizeof(text));
+	CHECK_STR("say_words_unclosed", text, "1 {a|b");
+	CHECK("say_words_bounded", EQ(sp_say_words("%s {path|paths}", "12345", text, 8), 11) &&
+	      !strcmp(text, "12345 p"));
 
 	/* Laid out: lines of 80 columns at most, the head in the first. */
 	f = open_memstream(&buf, &len);

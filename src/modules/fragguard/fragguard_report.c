@@ -213,18 +213,18 @@ void sp_fg_say(const struct sp_report *r, struct sp_summary *s)
 		refused += sp_rec_num(r, NULL, why[i]);
 	for (int i = 0; t && col >= 0 && i < t->nr_rows; i++)
 		peers += t->rows[i][col].u > 0;
-	sp_say(s, SP_SAY_COUNTER, refused, dry ? "would have refused %s fragments (dry run)" :
-	       "refused %s fragments");
-	sp_say(s, 0, peers, dry ? "%s peers would have been refused (of the top 10)" :
-	       "%s peers refused (of the top 10)");
-	sp_say_rec(s, SP_SAY_COUNTER, r, "completed", "%s datagrams reassembled");
-	sp_say_rec(s, 0, r, "peers_known", "%s peers known");
+	sp_say(s, SP_SAY_COUNTER, refused, dry ? "would have refused %s {fragment|fragments} (dry run)" :
+	       "refused %s {fragment|fragments}");
+	sp_say(s, 0, peers, dry ? "%s {peer|peers} would have been refused (of the top 10)" :
+	       "%s {peer|peers} refused (of the top 10)");
+	sp_say_rec(s, SP_SAY_COUNTER, r, "completed", "%s {datagram|datagrams} reassembled");
+	sp_say_rec(s, 0, r, "peers_known", "%s {peer|peers} known");
 	sp_say_rec(s, SP_SAY_COUNTER | SP_SAY_WARN, r, "untracked",
-		   "%s datagrams passed untracked: datagram map full");
+		   "%s {datagram|datagrams} passed untracked: datagram map full");
 	sp_say_rec(s, SP_SAY_COUNTER | SP_SAY_WARN, r, "known_map_full",
-		   "%s peers not made known: known map full");
+		   "%s {peer|peers} not made known: known map full");
 	sp_say_rec(s, SP_SAY_COUNTER | SP_SAY_WARN, r, "orphaned",
-		   "%s fragments passed unjudged: a stopped run's filter");
+		   "%s {fragment|fragments} passed unjudged: a stopped run's filter");
 }
 
 void sp_fg_report(const char *pin_dir, struct sp_report *rep)

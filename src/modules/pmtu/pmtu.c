@@ -246,20 +246,20 @@ static void say(const struct sp_report *r, struct sp_summary *s)
 			      row[dst].s, row[low].i);
 		named++;
 	}
-	p = sp_say(s, 0, learned, learned == 1 ? "learned %s path" : "learned %s paths");
+	p = sp_say(s, 0, learned, "learned %s {path|paths}");
 	if (p && named && l < sizeof(detail))
 		snprintf(p->detail, sizeof(p->detail), "%s%s)", detail, learned > named ? ", ..." : "");
 	sp_say(s, 0, searching, "%s searching");
 	if (dry)
 		sp_say_rec(s, SP_SAY_COUNTER, r, "would_clamp",
-			   "would have clamped %s connections (dry run)");
+			   "would have clamped %s {connection|connections} (dry run)");
 	else
-		sp_say_rec(s, SP_SAY_COUNTER, r, "started_with_learned_mss", "clamped %s connections");
-	sp_say_rec(s, SP_SAY_COUNTER, r, "black_hole_suspects", "%s black-hole suspects");
+		sp_say_rec(s, SP_SAY_COUNTER, r, "started_with_learned_mss", "clamped %s {connection|connections}");
+	sp_say_rec(s, SP_SAY_COUNTER, r, "black_hole_suspects", "%s black-hole {suspect|suspects}");
 	sp_say_rec(s, SP_SAY_COUNTER | SP_SAY_WARN, r, "events_lost",
-		   "%s searches lost: ring buffer full");
+		   "%s {search|searches} lost: ring buffer full");
 	sp_say_rec(s, SP_SAY_COUNTER | SP_SAY_WARN, r, "clamp_refused",
-		   "%s clamps refused by the kernel (TCP_MAXSEG from sockops: 6.1)");
+		   "%s {clamp|clamps} refused by the kernel (TCP_MAXSEG from sockops: 6.1)");
 }
 
 const struct sp_module sp_mod_pmtu = {

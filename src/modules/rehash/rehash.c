@@ -331,15 +331,15 @@ static void say(const struct sp_report *r, struct sp_summary *s)
 
 	if (dry)
 		sp_say_rec(s, SP_SAY_COUNTER, r, "dry_run_skipped",
-			   "would have moved flows %s times (dry run)");
+			   "would have moved flows %s {time|times} (dry run)");
 	else
 		sp_say(s, SP_SAY_COUNTER, sp_rec_num(r, NULL, "rehash_now") +
 		       sp_rec_num(r, NULL, "rehash_deferred_done") +
-		       sp_rec_num(r, NULL, "rehash_deferred_forced"), "moved flows %s times");
+		       sp_rec_num(r, NULL, "rehash_deferred_forced"), "moved flows %s {time|times}");
 	sp_say_rec(s, SP_SAY_COUNTER, r, "memory_reverted",
 		   dry ? "%s would have moved back" : "%s moved back");
-	sp_say_rec(s, SP_SAY_COUNTER, r, "episodes", "%s loss episodes");
-	sp_say_rec(s, SP_SAY_COUNTER, r, "rto", "%s RTOs");
+	sp_say_rec(s, SP_SAY_COUNTER, r, "episodes", "%s loss {episode|episodes}");
+	sp_say_rec(s, SP_SAY_COUNTER, r, "rto", "%s {RTO|RTOs}");
 }
 
 const struct sp_module sp_mod_rehash = {

@@ -30,13 +30,21 @@ static const struct sp_counter counters[SP_TS_NR] = {
 				   "segments retransmitted by connections that closed" },
 };
 
-/* What it counted, in words (export/ lays them out). */
+/*
+ * What it counted, in words (export/ lays them out); the share
+ * retransmitted once a connection closed (the totals come at close).
+ */
 static void say(const struct sp_report *r, struct sp_summary *s)
 {
+	double sent = sp_rec_num(r, NULL, "closed_segs_out");
+
 	sp_say(s, SP_SAY_COUNTER, sp_rec_num(r, NULL, "active_opens") +
-	       sp_rec_num(r, NULL, "passive_opens"), "%s connections");
-	sp_say_rec(s, SP_SAY_COUNTER, r, "retrans_segs", "%s segments retransmitted");
-	sp_say_rec(s, SP_SAY_COUNTER, r, "rto", "%s RTOs");
+	       sp_rec_num(r, NULL, "passive_opens"), "%s {connection|connections}");
+	if (sent)
+		sp_say(s, SP_SAY_PCT, 100 * sp_rec_num(r, NULL, "closed_retrans_segs") / sent,
+		       "%s of segments retransmitted (closed connections)");
+	sp_say_rec(s, SP_SAY_COUNTER, r, "retrans_segs", "%s {segment|segments} retransmitted");
+	sp_say_rec(s, SP_SAY_COUNTER, r, "rto", "%s {RTO|RTOs}");
 }
 
 const struct sp_module sp_mod_tcpstats = {
