@@ -135,10 +135,10 @@ t_status_summary_counters_fragguard() {
 		fail "status does not say where it is attached: $(sp_ctl status)"
 	summary_matches fragguard 'refused ([0-9]+) fragments?' \
 		'.refused_peer_limit + .refused_fair_share + .refused_unknown_pool + .refused_age + .refused_followers' \
-		'([0-9]+) peers? refused' '[.top_peers[] | select(.refused > 0)] | length' \
+		'from ([0-9]+) peers? of the top 10' '[.top_peers[] | select(.refused > 0)] | length' \
 		'([0-9]+) datagrams? reassembled' '.completed' '([0-9]+) peers? known' '.peers_known'
 	assert_ge "$(said fragguard 'refused ([0-9]+) fragments?')" 100 "fragments refused, as status says"
-	assert_ge "$(said fragguard '([0-9]+) peers? refused')" 1 "peers refused, as status says"
+	assert_ge "$(said fragguard 'from ([0-9]+) peers? of the top 10')" 1 "peers refused, as status says"
 }
 
 # run's live view as a person sees it (issue 29 items 1 and 5): `stackpilot

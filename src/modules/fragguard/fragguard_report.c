@@ -196,7 +196,7 @@ static __u32 report_agg(const char *pin_dir, struct sp_report *rep)
 
 /*
  * What it did, in words: the fragments refused (every reason) and from how
- * many of the peers shown, or under enforce=0 what it would have refused;
+ * many of the peers shown (the top 10 by fragments), or under enforce=0 what it would have refused;
  * what it let through; a full map.
  */
 void sp_fg_say(const struct sp_report *r, struct sp_summary *s)
@@ -213,10 +213,9 @@ void sp_fg_say(const struct sp_report *r, struct sp_summary *s)
 		refused += sp_rec_num(r, NULL, why[i]);
 	for (int i = 0; t && col >= 0 && i < t->nr_rows; i++)
 		peers += t->rows[i][col].u > 0;
-	sp_say(s, SP_SAY_COUNTER, refused, dry ? "would have refused %s {fragment|fragments} (dry run)" :
+	sp_say(s, SP_SAY_COUNTER, refused, dry ? "would have refused %s {fragment|fragments}" :
 	       "refused %s {fragment|fragments}");
-	sp_say(s, 0, peers, dry ? "%s {peer|peers} would have been refused (of the top 10)" :
-	       "%s {peer|peers} refused (of the top 10)");
+	sp_say(s, 0, peers, "from %s {peer|peers} of the top 10");
 	sp_say_rec(s, SP_SAY_COUNTER, r, "completed", "%s {datagram|datagrams} reassembled");
 	sp_say_rec(s, 0, r, "peers_known", "%s {peer|peers} known");
 	sp_say_rec(s, SP_SAY_COUNTER | SP_SAY_WARN, r, "untracked",

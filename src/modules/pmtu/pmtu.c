@@ -252,7 +252,7 @@ static void say(const struct sp_report *r, struct sp_summary *s)
 	sp_say(s, 0, searching, "%s searching");
 	if (dry)
 		sp_say_rec(s, SP_SAY_COUNTER, r, "would_clamp",
-			   "would have clamped %s {connection|connections} (dry run)");
+			   "would have clamped %s {connection|connections}");
 	else
 		sp_say_rec(s, SP_SAY_COUNTER, r, "started_with_learned_mss", "clamped %s {connection|connections}");
 	sp_say_rec(s, SP_SAY_COUNTER, r, "black_hole_suspects", "%s black-hole {suspect|suspects}");

@@ -331,7 +331,7 @@ static void say(const struct sp_report *r, struct sp_summary *s)
 
 	if (dry)
 		sp_say_rec(s, SP_SAY_COUNTER, r, "dry_run_skipped",
-			   "would have moved flows %s {time|times} (dry run)");
+			   "would have moved flows %s {time|times}");
 	else
 		sp_say(s, SP_SAY_COUNTER, sp_rec_num(r, NULL, "rehash_now") +
 		       sp_rec_num(r, NULL, "rehash_deferred_done") +
