@@ -15,7 +15,9 @@
  *                  connection cannot be clamped, but a route MTU (route=1)
  *                  rescues its stalled sends once the search has ended.
  *  RTT_CB          a connection that has delivered learn_kb since its last
- *                  RTO has proved its current MTU good.
+ *                  RTO has proved its current MTU good. Asked for at
+ *                  establishment and given up once proved (rttcb.bpf.h):
+ *                  after learn_kb, no pmtu program runs per ACK.
  *  RTO_CB          an RTO with full-size segments out, at an MTU not known
  *                  to pass: a black hole suspect. Tell the loader, which
  *                  searches the path with DF probes that cost no connection
@@ -32,6 +34,7 @@
  */
 #include "common.bpf.h"
 #include "netns.bpf.h"
+#include "rttcb.bpf.h"
 #include <bpf/bpf_tracing.h>
 
 char LICENSE[] SEC("license") = "GPL";
@@ -339,6 +342,9 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 		return;
 #endif
 	s->learned = 1;
+#ifndef SP_MUTANT_RTT_NEVER_OFF	/* make mutants: pmtu keeps RTT_CB for the connection's life */
+	sp_rtt_want(skops, SP_RTT_PMTU, false);
+#endif
 	make_key(skops, &c, &k, full);
 	mtu = conn_mtu(skops, k.family, true);
 	if (!mtu)
@@ -440,7 +446,8 @@ int sp_pmtu(struct bpf_sock_ops *skops)
 			if (tp)
 				s->klow = tp->inet_conn.icsk_mtup.search_low;
 		}
-		sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG | BPF_SOCK_OPS_RTT_CB_FLAG);
+		sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG);
+		sp_rtt_want(skops, SP_RTT_PMTU, true);
 		return 1;
 	case BPF_SOCK_OPS_RTT_CB:
 	case BPF_SOCK_OPS_RTO_CB:

@@ -25,12 +25,8 @@
  * on only while it has something to do per ACK: a deferred rehash or revert
  * waiting to be safe, or a path-memory window open; the rounds trigger
  * (off by default) measures every round and keeps it on. The flag word is
- * per socket and shared by every module (pmtu asks for RTT_CB at
- * establishment), so rehash clears only a bit it set itself: own_rtt
- * remembers whether RTT_CB was off when rehash switched it on. That holds as
- * long as other modules ask for RTT_CB only at establishment (pmtu does),
- * before rehash can own it: a module that set it later, while rehash owns
- * it, would lose it when rehash clears it.
+ * per socket and shared by every module: rehash asks for it and gives up its
+ * ask through rttcb.bpf.h, which switches it off when no module asks any more.
  *
  * Path memory (revert_pct > 0). A random rehash lands on a busy path as
  * often as on a free one; a flow alone on its path loses packets at its own
@@ -82,6 +78,7 @@
  * the patch's wait-until-safe).
  */
 #include "common.bpf.h"
+#include "rttcb.bpf.h"
 #include <bpf/bpf_core_read.h>
 
 char LICENSE[] SEC("license") = "GPL";
@@ -158,7 +155,7 @@ struct sk_state {
 	__u32 episode;		/* tp->retrans_stamp of the last episode decided */
 	__u8 want;		/* WANT_*: decided, waiting until safe */
 	__u8 had_rto;
-	__u8 own_rtt;		/* RTT_CB was switched on by rehash (and only then cleared) */
+	__u8 own_rtt;		/* rehash's ask for RTT_CB is recorded (rttcb.bpf.h) */
 	__u8 win;		/* WIN_*: path-memory window phase; 0 = none */
 	__u8 rounds_on;		/* rounds trigger on (cfg at the last decision point) */
 	__u8 memory_on;		/* path memory on for the pending rehash */
@@ -434,19 +431,15 @@ static __always_inline struct sp_rehash_conn *conn_get(const struct bpf_sock_ops
  */
 static __always_inline void rtt_cb_update(struct bpf_sock_ops *skops, struct sk_state *s)
 {
-	__u32 cur = skops->bpf_sock_ops_cb_flags;
 	bool need = s->want || s->win || s->rounds_on;
 
-	if (need && !(cur & BPF_SOCK_OPS_RTT_CB_FLAG)) {
-		if (!bpf_sock_ops_cb_flags_set(skops, cur | BPF_SOCK_OPS_RTT_CB_FLAG)) {
+	if (need && !s->own_rtt) {
+		if (!sp_rtt_want(skops, SP_RTT_REHASH, true)) {
 			s->own_rtt = 1;
 			sp_count(&rehash_ctr, SP_RH_RTT_ON, 1);
 		}
 	} else if (!need && s->own_rtt) {
-		/* Only the bit rehash set: another module may have asked for
-		 * other callbacks meanwhile, and they stay. */
-		if (cur & BPF_SOCK_OPS_RTT_CB_FLAG)
-			bpf_sock_ops_cb_flags_set(skops, cur & ~BPF_SOCK_OPS_RTT_CB_FLAG);
+		sp_rtt_want(skops, SP_RTT_REHASH, false);
 		s->own_rtt = 0;
 	}
 }

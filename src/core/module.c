@@ -6,6 +6,7 @@
  * runs them (service/).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -111,7 +112,8 @@ int sp_pin_obj_maps(struct bpf_object *obj, const char *pin_dir)
 	char path[512];
 
 	bpf_object__for_each_map(map, obj) {
-		if (strchr(bpf_map__name(map), '.'))
+		/* sp_rttcb: one per process, shared by the modules, read by no one. */
+		if (strchr(bpf_map__name(map), '.') || !strcmp(bpf_map__name(map), SP_RTTCB_MAP))
 			continue;
 		if (sp_pin_path(path, sizeof(path), pin_dir, bpf_map__name(map)))
 			return -1;
@@ -133,7 +135,7 @@ void sp_unpin_obj_maps(struct bpf_object *obj, const char *pin_dir)
 	return;
 #endif
 	bpf_object__for_each_map(map, obj) {
-		if (strchr(bpf_map__name(map), '.'))
+		if (strchr(bpf_map__name(map), '.') || !strcmp(bpf_map__name(map), SP_RTTCB_MAP))
 			continue;
 		if (!sp_pin_path(path, sizeof(path), pin_dir, bpf_map__name(map)))
 			unlink(path);
@@ -195,11 +197,28 @@ void *sp_module_inst(const struct sp_module *m, size_t size, void **inst)
 	return *inst;
 }
 
+/*
+ * The process's one sp_rttcb map (bpf/rttcb.bpf.h): every module object that
+ * declares it shares the first one loaded, so that the modules' asks for
+ * RTT_CB are bits of one word per socket. Kept open for the process's life.
+ */
+static int rttcb_fd = -1;
+
 int sp_skel_load(const struct sp_module *m, void *skel)
 {
-	int err = bpf_object__load_skeleton(((struct skel_head *)skel)->skeleton);
+	struct bpf_object *obj = ((struct skel_head *)skel)->obj;
+	struct bpf_map *rttcb = bpf_object__find_map_by_name(obj, SP_RTTCB_MAP);
+	int err;
 
-	return err ? sp_err("%s: load: %s", m->name, strerror(-err)) : 0;
+	if (rttcb && rttcb_fd >= 0 && (err = bpf_map__reuse_fd(rttcb, rttcb_fd)))
+		return sp_err("%s: sharing %s: %s", m->name, SP_RTTCB_MAP, strerror(-err));
+	err = bpf_object__load_skeleton(((struct skel_head *)skel)->skeleton);
+	if (err)
+		return sp_err("%s: load: %s", m->name, strerror(-err));
+	if (rttcb && rttcb_fd < 0 &&
+	    (rttcb_fd = fcntl(bpf_map__fd(rttcb), F_DUPFD_CLOEXEC, 3)) < 0)
+		return sp_err("%s: %s: %s", m->name, SP_RTTCB_MAP, strerror(errno));
+	return 0;
 }
 
 /* The module's one sockops program, attached to the run's cgroup, or NULL. */

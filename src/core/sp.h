@@ -240,6 +240,8 @@ int sp_module_start(struct sp_run *run, const struct sp_module *m, void **inst);
 void sp_module_stop(struct sp_run *run, const struct sp_module *m, void *inst);
 /* For a module's own start(): a zeroed instance of size in *inst, or NULL after saying why. */
 void *sp_module_inst(const struct sp_module *m, size_t size, void **inst);
+/* The map of bpf/rttcb.bpf.h, shared by every module object of the process. */
+#define SP_RTTCB_MAP "sp_rttcb"
 /* Load an opened skeleton (its struct X_bpf *), or say why not; 0 or -1. */
 int sp_skel_load(const struct sp_module *m, void *skel);
 /* Each of progs attached by its own kind (fentry, tp_btf), into links[]; 0 or -1. */

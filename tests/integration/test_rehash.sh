@@ -234,19 +234,18 @@ t_rehash_clean_flow_no_rtt_cb() {
 	assert_ge $((mb * 20)) "$(rh rtt_callbacks)" "RTT callbacks per MB / 20 with losses"
 }
 
-# RTT_CB ownership: with pmtu loaded, pmtu asked for RTT_CB at establishment;
-# rehash must never switch it on (already on) nor off (not its bit).
+# RTT_CB is shared with pmtu (bpf/rttcb.bpf.h): pmtu gives it up once its
+# connection proved its MTU, and rehash's deferred decisions still get the
+# ACKs they wait for (they ask for it themselves), few of them.
 t_rehash_rtt_cb_shared_with_pmtu() {
 	RH_MODULES=rehash,pmtu rh_setup
 	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail "set rehash.prob=100 rehash.mode=1: exit $?"
 	flow 3
-	local n=$(rh_applied)
-	echo "rehashes $n, rtt callbacks $(rh rtt_callbacks), switched on $(rh rtt_cb_switched_on)"
+	local n=$(rh_applied) mb=$(( $(rh bytes_delivered) / 1000000 ))
+	echo "rehashes $n, rtt callbacks $(rh rtt_callbacks), asked $(rh rtt_cb_switched_on), $mb MB"
 	assert_ge "$n" 2 "rehashes with pmtu loaded"
-	assert_eq "$(rh rtt_cb_switched_on)" 0 "RTT_CB switched on by rehash while pmtu holds it"
-	# RTT_CB stayed on for every ACK: ~100 per MB on this path, not a few.
-	local mb=$(( $(rh bytes_delivered) / 1000000 ))
-	assert_ge "$(rh rtt_callbacks)" $((mb * 10)) "RTT callbacks (pmtu's flag kept) for $mb MB"
+	[ "$(rh rehash_deferred)" -gt 0 ] && assert_ge "$(rh rtt_cb_switched_on)" 1 "rehash's asks for RTT_CB"
+	assert_ge $((mb * 20)) "$(rh rtt_callbacks)" "RTT callbacks per MB / 20 with pmtu loaded"
 }
 
 # The testbed's oracle and cross-traffic pinning do what the benchmark

@@ -8,6 +8,8 @@
  * each, waits until the peer has acked everything (SIOCOUTQ == 0), and prints
  * per connection: seconds, MSS, retransmits, RTOs (from TCP_INFO).
  * Exit 0 if every transfer completed before TIMEOUT_S (default 30).
+ * TCPTOOL_PACING=BYTES_PER_S paces the client's sends (SO_MAX_PACING_RATE):
+ * a flow below the path's rate, with no queue to overflow.
  * hold keeps COUNT connections open for SECONDS (see hold()).
  */
 #include <arpa/inet.h>
@@ -84,6 +86,11 @@ static int one_transfer(const struct addrinfo *ai, long bytes, double deadline)
 		return -1;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (getenv("TCPTOOL_PACING")) {
+		unsigned long rate = strtoul(getenv("TCPTOOL_PACING"), NULL, 10);
+
+		setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof(rate));
+	}
 	while (left > 0 && now() < deadline) {
 		ssize_t n = write(fd, buf, left < (long)sizeof(buf) ? left : (long)sizeof(buf));
 
