@@ -88,7 +88,7 @@ FORCE:
 .SECONDARY: $(BPF_OBJS) $(SKELS)
 
 .PHONY: all deps check test vmtest bench mutants run clean man install uninstall layers FORCE
-all: $(OUTPUT)/stackpilot $(OUTPUT)/test_unit $(OUTPUT)/test_fragguard $(OUTPUT)/tcptool $(OUTPUT)/fragflood $(OUTPUT)/fragdiff $(OUTPUT)/fgcost $(OUTPUT)/rhfloor
+all: $(OUTPUT)/stackpilot $(OUTPUT)/test_unit $(OUTPUT)/test_fragguard $(OUTPUT)/tcptool $(OUTPUT)/fragflood $(OUTPUT)/fragdiff $(OUTPUT)/fgcost $(OUTPUT)/rhfloor $(OUTPUT)/sockops_floor
 
 deps:
 	$(Q)scripts/install-deps.sh
@@ -154,7 +154,7 @@ $(OUTPUT)/fragdiff: tests/tools/fragdiff.c tests/tools/csum.h include/stackpilot
 
 # The tools that load BPF themselves (an empty program beside the one measured).
 $(OUTPUT)/fgcost: tests/tools/csum.h
-$(OUTPUT)/fgcost $(OUTPUT)/rhfloor: $(OUTPUT)/%: tests/tools/%.c | $(OUTPUT)
+$(OUTPUT)/fgcost $(OUTPUT)/rhfloor $(OUTPUT)/sockops_floor: $(OUTPUT)/%: tests/tools/%.c | $(OUTPUT)
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $< $(LIBBPF_LIBS) -o $@
 

@@ -28,24 +28,64 @@ crate() { # connections per second, each carrying 100 bytes
 span() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.4g-%.4g", lo, hi }'; }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-: >"$TMP/off.t"; : >"$TMP/on.t"; : >"$TMP/off.c"; : >"$TMP/on.c"
+: >"$TMP/off.t"; : >"$TMP/on.t"; : >"$TMP/off.c"; : >"$TMP/on.c"; : >"$TMP/rpm"; : >"$TMP/rpc"; : >"$TMP/ns"
 crate >/dev/null	# warm-up
 measure() { tput >>"$TMP/$1.t"; crate >>"$TMP/$1.c"; }
+# Every sockops program's runs so far, "name runs ns" lines.
+progs() {
+	"$SP" status --json --pin-path "$PIN" |
+		jq -r '.programs[] | select(.name | test("^sp_(tcpstats|rehash|pmtu)$")) | "\(.name) \(.run_cnt) \(.avg_ns)"' | sort
+}
+# Runs per MB after the handshake: one connection of 1 KiB, then one of
+# RUNS_MB MiB; what the second ran beyond the first, per MB.
+RUNS_MB=${RUNS_MB:-256}
+rpm() {
+	local a b c
+	a=$(progs)
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5301 1024 1 >/dev/null
+	b=$(progs)
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5301 $((RUNS_MB << 20)) 1 60 >/dev/null
+	c=$(progs)
+	join <(echo "$a") <(echo "$b") | join - <(echo "$c") |
+		awk -v mb="$RUNS_MB" '{ printf "%s %.4f\n", $1, (($6 - $4) - ($4 - $2)) / mb }' >>"$TMP/rpm"
+}
 with_sp() {
+	local a
 	sp_start --cgroup "$CG"
 	measure on
-	"$SP" status --json --pin-path "$PIN" >"$TMP/status.json"
+	# Per connection and per run, over the connection-rate load alone.
+	a=$(progs)
+	crate >/dev/null
+	join <(echo "$a") <(progs) >"$TMP/before-after"
+	awk -v n="$CONNS" '{ printf "%s %.2f\n", $1, ($4 - $2) / n }' "$TMP/before-after" >>"$TMP/rpc"
+	progs | awk '{ print $1, $3 }' >>"$TMP/ns"
+	rpm
 	sp_stop
 }
 for r in $(seq "$ROUNDS"); do	# ABBA: neither side always goes first
 	if [ $((r % 2)) = 1 ]; then measure off; with_sp; else with_sp; measure off; fi
 done
 
+# The design question (docs/architecture.md): N programs, one per module,
+# or one program that calls every module's handler. One program would save,
+# per event, what a run costs before it does anything, N - 1 times: an
+# empty sockops program beside stackpilot's, on the connection-rate load,
+# measures that floor and the events per connection.
+sp_start --cgroup "$CG"
+coproc FLOOR { exec "$BUILD/sockops_floor" "$CG"; }
+read -r floor_id <&"${FLOOR[0]}" || fail "sockops_floor did not start"
+crate >/dev/null
+read -r floor_runs floor_ns < <(bpftool prog show id "$floor_id" -j | jq -r '"\(.run_cnt // 0) \(.run_time_ns // 0)"')
+exec {FLOOR[1]}>&-
+wait "$FLOOR_PID"
+sp_stop
+
 off_t=$(median <"$TMP/off.t"); on_t=$(median <"$TMP/on.t")
 off_c=$(median <"$TMP/off.c"); on_c=$(median <"$TMP/on.c")
 echo "## Overhead: TCP over veth, sender in the attached cgroup"
 echo
-echo "Median of $ROUNDS alternating rounds; iperf3 ${SECS} s single stream; $CONNS sequential 100-byte connections."
+echo "Median of $ROUNDS alternating rounds; iperf3 ${SECS} s single stream; $CONNS sequential 100-byte connections"
+echo "(each a connect, 100 bytes, a close: a short-request load)."
 echo
 echo "| metric | without stackpilot (range) | with stackpilot (range) | ratio of medians (with / without) |"
 echo "|---|---|---|---|"
@@ -54,6 +94,23 @@ printf '| throughput, Gbit/s | %.2f (%s) | %.2f (%s) | %.3f |\n' "$off_t" "$(spa
 printf '| connection rate, conn/s | %.0f (%s) | %.0f (%s) | %.3f |\n' "$off_c" "$(span <"$TMP/off.c")" \
 	"$on_c" "$(span <"$TMP/on.c")" "$(echo "$on_c / $off_c" | bc -l)"
 echo
-echo "| program | runs (last measurement) | average run time, ns |"
-echo "|---|---|---|"
-jq -r '.programs[] | "| \(.name) | \(.run_cnt) | \(.avg_ns) |"' "$TMP/status.json"
+echo "Per program (medians over the rounds): runs per connection of the connection-rate load;"
+echo "runs per MB after the handshake (one ${RUNS_MB} MiB connection's runs beyond a 1 KiB one's,"
+echo "per MB); the average run time the kernel measured (kernel.bpf_stats_enabled)."
+echo
+echo "| program | runs per connection | runs per MB after the handshake | average run, ns |"
+echo "|---|---|---|---|"
+for p in $(awk '{ print $1 }' "$TMP/rpc" | sort -u); do
+	printf '| %s | %s | %s | %s |\n' "$p" \
+		"$(awk -v p="$p" '$1 == p { print $2 }' "$TMP/rpc" | median)" \
+		"$(awk -v p="$p" '$1 == p { print $2 }' "$TMP/rpm" | median)" \
+		"$(awk -v p="$p" '$1 == p { print $2 }' "$TMP/ns" | median)"
+done
+nprogs=$(awk '{ print $1 }' "$TMP/rpc" | sort -u | wc -l)
+echo
+awk -v r="$floor_runs" -v t="$floor_ns" -v n="$CONNS" -v np="$nprogs" -v c="$on_c" 'BEGIN {
+	f = r ? t / r : 0; e = r / n; save = e * (np - 1) * f
+	printf "An empty sockops program beside them: %.1f runs per connection, %.1f ns a run. One program\n", e, f
+	printf "calling all %d modules would save about %.0f ns per connection (%.1f runs x %d x %.1f ns), %.2f%% of\n", np, save, e, np - 1, f, save / (1e9 / c) * 100
+	printf "a connection of this load (%.0f conn/s with stackpilot).\n", c
+}'
