@@ -271,6 +271,27 @@ static __always_inline void read_cfg(struct cfg *c)
 	c->known_ns = (__u64)m.known_s * 1000000000ULL;
 }
 
+/*
+ * The tc program's clock (datagram starts, ages, idle peers, refusals):
+ * CLOCK_MONOTONIC as of the last tick. The kernel's reassembly timers count
+ * jiffies, ticks too, so a queue's expiry and the time seen here advance
+ * together; and it is read without the clock source, which a virtual
+ * machine's paravirtual clock makes dear (about 50 ns a fragment there).
+ * Tracing programs may not read it (it takes a lock): they read the same
+ * clock to the nanosecond, never behind a tick-time read earlier, and the
+ * one time they store (a reinit's start) is read here through since().
+ */
+static __always_inline __u64 fg_now(void)
+{
+	return bpf_ktime_get_coarse_ns();
+}
+
+/* now - t, 0 when t is the later (a nanosecond time within this tick). */
+static __always_inline __u64 since(__u64 now, __u64 t)
+{
+	return now > t ? now - t : 0;
+}
+
 static __always_inline struct sp_fg_agg *agg(void)
 {
 	__u32 zero = 0;
@@ -1060,13 +1081,13 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 
 static int expire_one(void *map, struct dgram_key *k, struct dgram *d, __u32 *gen)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = fg_now();
 	int fam = k->family == 2 ? 0 : 1;
 	struct sp_fg_agg *a = agg();
 	struct sp_fg_peer *p;
 	bool known;
 
-	if (now - d->first_ns > expired_after(global(fam))) {
+	if (since(now, d->first_ns) > expired_after(global(fam))) {
 		release(d, k, fam, V_EXPIRED, NULL, now, NULL);
 		return 0;
 	}
@@ -1089,7 +1110,7 @@ static int expire_one(void *map, struct dgram_key *k, struct dgram *d, __u32 *ge
 
 static int forget_idle(void *map, struct sp_fg_peer_key *k, struct sp_fg_peer *p, void *ctx)
 {
-	if (bpf_ktime_get_ns() - p->last_ns > SP_FG_KNOWN_IDLE_S * 1000000000ULL && p->mem <= 0)
+	if (fg_now() - p->last_ns > SP_FG_KNOWN_IDLE_S * 1000000000ULL && p->mem <= 0)
 		bpf_map_delete_elem(map, k);
 	return 0;
 }
@@ -1151,11 +1172,12 @@ int sp_fragguard(struct __sk_buff *skb)
 		sp_count(&fragguard_ctr, SP_FG_MALFORMED, 1);
 		return TC_PASS;
 	}
-	now = bpf_ktime_get_ns();
+	now = fg_now();
 	fam = f.key.family == 2 ? 0 : 1;
 	g = global(fam);
 	/* The loader is gone (a killed run's clsact filter): judge nothing. */
-	if (g && g->updated_ns && now - g->updated_ns > SP_FG_STALE_NS) {
+	/* Signed: the loader's write may be newer than the last tick. */
+	if (g && g->updated_ns && (__s64)(now - g->updated_ns) > (__s64)SP_FG_STALE_NS) {
 		sp_count(&fragguard_ctr, SP_FG_ORPHANED, 1);
 		return TC_PASS;
 	}
@@ -1168,7 +1190,7 @@ int sp_fragguard(struct __sk_buff *skb)
 	qsize = fam ? bpf_core_type_size(struct frag_queue) : bpf_core_type_size(struct ipq);
 
 	d = bpf_map_lookup_elem(&fragguard_dgram, &f.key);
-	if (d && now - d->first_ns > expired_after(g)) {
+	if (d && since(now, d->first_ns) > expired_after(g)) {
 		/* The kernel has expired it; this fragment starts a new queue. */
 		release(d, &f.key, fam, V_EXPIRED, &c, now, NULL);
 		d = NULL;
@@ -1191,7 +1213,7 @@ int sp_fragguard(struct __sk_buff *skb)
 	p = peer_of(d, &known);
 	if (p)
 		p->last_ns = now;
-	if (too_old(now - d->first_ns, p, c.peer_limit, g)) {
+	if (too_old(since(now, d->first_ns), p, c.peer_limit, g)) {
 		act = refuse(&c, SP_FG_REF_AGE, p);
 		if (act == TC_ACT_SHOT)
 			return act;
@@ -1263,7 +1285,7 @@ static __always_inline void reinit(struct dgram *d, const struct dgram_key *k)
 	d->tail_end = d->last_end;
 	d->tail = 0;
 	d->ecn = d->last_ecn;
-	d->first_ns = bpf_ktime_get_ns();
+	d->first_ns = bpf_ktime_get_ns();	/* fg_now() is not for tracing programs */
 	d->nruns = 1;
 	d->reinit = 1;
 	p = peer_of(d, &known);
@@ -1320,7 +1342,7 @@ int BPF_PROG(sp_fragguard_drops, struct sk_buff *skb, void *location, enum skb_d
 		int fam = k.family == 2 ? 0 : 1;
 		__u64 now = bpf_ktime_get_ns();
 
-		if (now - d->first_ns >= time_of(global(fam)))
+		if (since(now, d->first_ns) >= time_of(global(fam)))
 			release(d, &k, fam, V_EXPIRED, NULL, now, NULL);
 	}
 	else
@@ -1370,7 +1392,7 @@ static __always_inline void kernel_expired(struct timer_list *t, int fam)
 	sp_count(&fragguard_ctr, SP_FG_K_TIMEOUT, 1);
 	now = bpf_ktime_get_ns();
 	/* As in sp_fragguard_drops: a younger entry is a later datagram. */
-	if (now - d->first_ns >= time_of(global(fam)))
+	if (since(now, d->first_ns) >= time_of(global(fam)))
 		release(d, &k, fam, V_EXPIRED, NULL, now, NULL);
 }
 

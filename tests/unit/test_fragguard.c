@@ -417,7 +417,7 @@ static void test_admission(void)
 		bpf_map_update_elem(fd, &k, &v, BPF_EXIST);
 	}
 	set_global(0, 4 << 20, 4 << 20, 30ULL * 1000000000);
-	usleep(2000);
+	usleep(20 * 1000);	/* more than a tick: the program's clock moves by ticks */
 	n = mk4(pkt, "10.0.4.1", 1, 1480, 1480, 1, 0);
 	rc = run(pkt, n);
 	CHECK("age_limit_refuses_when_full", EQ(rc, TC_ACT_SHOT) && EQ(ctr(SP_FG_REF_AGE), 1));
@@ -446,7 +446,8 @@ static void test_admission(void)
 		shot += run(pkt, n) == TC_ACT_SHOT;
 	}
 	CHECK("fed_filter_refuses", GT(shot, 0) && EQ(ctr(SP_FG_ORPHANED), 0));
-	set_global_at(0, 0, 4 << 20, 30ULL * 1000000000, mono_ns() - SP_FG_STALE_NS - 1000000);
+	/* Silent for a tick more (20 ms): the program's clock moves by ticks. */
+	set_global_at(0, 0, 4 << 20, 30ULL * 1000000000, mono_ns() - SP_FG_STALE_NS - 20000000);
 	n = mk4(pkt, "10.0.6.1", 200, 0, 1480, 1, 0);
 	rc = run(pkt, n);
 	CHECK("orphaned_filter_passes", EQ(rc, TC_ACT_OK) && EQ(ctr(SP_FG_ORPHANED), 1));
