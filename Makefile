@@ -44,6 +44,8 @@ LIBMNL_LIBS   := $(shell $(PKGCONFIG) --libs libmnl 2>/dev/null || echo -lmnl)
 LIBBPF_LIBS   += $(LIBMNL_LIBS)
 # run --metrics-listen (src/export/metrics.c)
 LIBBPF_LIBS   += $(shell $(PKGCONFIG) --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+# sd_notify(3): readiness and reloads under systemd (Type=notify)
+LIBBPF_LIBS   += $(shell $(PKGCONFIG) --libs libsystemd 2>/dev/null || echo -lsystemd)
 
 CFLAGS    ?= -g -O2
 CFLAGS    += -Wall -Wextra -Werror -Wno-unused-parameter -std=gnu11 \

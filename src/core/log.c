@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <bpf/libbpf.h>
+#include <systemd/sd-daemon.h>
 #include "core/sp.h"
 #include "core/log.h"
 
@@ -195,4 +196,19 @@ void sp_log_at(struct sp_ratelimit *rl, int level, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+void sp_notify(const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	if (!getenv("NOTIFY_SOCKET"))
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) >= 0) {
+		sd_notify(0, msg);
+		free(msg);
+	}
+	va_end(ap);
 }

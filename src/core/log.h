@@ -19,5 +19,8 @@ int sp_log_set_level(const char *s);
 bool sp_log_journal(void);
 /* sp_err()'s body: one error line, never filtered or rate-limited. */
 void sp_log_verr(const char *fmt, va_list ap);
+/* A message to the service manager (sd_notify(3): "READY=1", "STATUS=...");
+ * nothing when not started by one (no NOTIFY_SOCKET). */
+void sp_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

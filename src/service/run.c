@@ -196,10 +196,13 @@ static void on_signalfd(void *ctx)
 	if (read(*(int *)ctx, &si, sizeof(si)) != sizeof(si))
 		return;
 	if (si.ssi_signo == SIGHUP && sp_reload_hook) {
+		sp_notify("RELOADING=1");
 		sp_reload_hook();
+		sp_notify("READY=1");
 		return;
 	}
 	sp_log(SP_LOG_DEBUG, "signal %u: detaching", si.ssi_signo);
+	sp_notify("STOPPING=1");
 	sp_stopping = 1;
 	sp_loop_stop();
 }
@@ -268,6 +271,8 @@ int sp_run_loop(char *pin_dir, __u32 interval, sp_show_fn *show)
 	    (status_w && sp_timer_arm(status_w, interval * 1000, interval * 1000)) ||
 	    sp_metrics_start(pin_dir, interval))
 		goto out;
+	/* Everything is attached (or waiting for its cgroup) and /metrics listens. */
+	sp_notify("READY=1");
 	rc = sp_loop_run() ? 1 : 0;
 out:
 	sp_metrics_stop();

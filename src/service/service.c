@@ -373,12 +373,26 @@ static int apply_ifaces(struct sp_config *c)
 	return 1;
 }
 
+/* "WHAT FILE: N cgroups (M waiting for theirs), interfaces A,B": the start's
+ * line, and the service manager's STATUS= after a start or a reload. */
+static void status_line(char *buf, size_t len, const char *what, int waiting)
+{
+	const struct sp_config *c = S.cfg;
+	int n = c->nr_cgroups - waiting;
+	size_t at;
+
+	at = snprintf(buf, len, "%s %s: %d cgroup%s (%d waiting for theirs)", what, c->file,
+		      n, n == 1 ? "" : "s", waiting);
+	for (int i = 0; i < c->nr_ifaces && at < len; i++)
+		at += snprintf(buf + at, len - at, "%s%s", i ? "," : ", interfaces ", c->ifname[i]);
+}
+
 static void reload(void)
 {
 	struct sp_config *c = malloc(sizeof(*c));
 	struct inst *next[SP_MAX_CGROUPS] = {};
 	char why[512] = "";
-	int changed = 0, err;
+	int changed = 0, err, waiting;
 
 	if (!c) {
 		sp_log(SP_LOG_ERROR, "reload: %s: the running policy stays", strerror(ENOMEM));
@@ -391,6 +405,7 @@ static void reload(void)
 	sp_err_capture = NULL;
 	if (err) {
 		sp_log(SP_LOG_ERROR, "reload rejected, the running policy stays: %s", why);
+		sp_notify("STATUS=reload rejected, the running policy stays: %s", why);
 		free(c);
 		return;
 	}
@@ -443,6 +458,11 @@ static void reload(void)
 	memcpy(S.cfg, c, sizeof(*c));
 	free(c);
 	sp_log(SP_LOG_INFO, "reloaded %s: %d change%s", S.cfg->file, changed, changed == 1 ? "" : "s");
+	waiting = 0;
+	for (int i = 0; i < S.n; i++)
+		waiting += S.cg[i]->state != I_ATTACHED;
+	status_line(why, sizeof(why), "reloaded", waiting);
+	sp_notify("STATUS=%s", why);
 }
 
 /* ---- run ------------------------------------------------------------------- */
@@ -459,6 +479,7 @@ static void stop_all(void)
 static int start_all(void)
 {
 	struct sp_config *c = S.cfg;
+	char line[512];
 	int waiting = 0;
 
 	if (c->nr_ifaces && (!(S.ifaces = inst_new(&c->global)) || attach(S.ifaces)))
@@ -476,12 +497,11 @@ static int start_all(void)
 			       c->cg[i].path);
 		}
 	}
-	printf("stackpilot: attached from %s: %d cgroup%s (%d waiting for theirs)", c->file,
-	       c->nr_cgroups - waiting, c->nr_cgroups - waiting == 1 ? "" : "s", waiting);
-	for (int i = 0; i < c->nr_ifaces; i++)
-		printf("%s%s", i ? "," : ", interfaces ", c->ifname[i]);
-	printf("; pins in %s; SIGHUP re-reads the file, Ctrl-C detaches\n", c->pin_dir);
+	status_line(line, sizeof(line), "attached from", waiting);
+	printf("stackpilot: %s; pins in %s; SIGHUP re-reads the file, Ctrl-C detaches\n",
+	       line, c->pin_dir);
 	fflush(stdout);
+	sp_notify("STATUS=%s", line);
 	return 0;
 }
 
