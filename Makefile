@@ -89,11 +89,16 @@ FORCE:
 # Keep the objects and skeletons between builds.
 .SECONDARY: $(BPF_OBJS) $(SKELS)
 
-.PHONY: all deps check test vmtest bench mutants run clean man install uninstall layers FORCE
+.PHONY: all deps test-deps check test vmtest bench mutants run clean man install uninstall layers deb FORCE
 all: $(OUTPUT)/stackpilot $(OUTPUT)/test_unit $(OUTPUT)/test_fragguard $(OUTPUT)/tcptool $(OUTPUT)/fragflood $(OUTPUT)/fragdiff $(OUTPUT)/fgcost $(OUTPUT)/rhfloor $(OUTPUT)/sockops_floor
 
+# What building needs (`make run` too); test-deps: that and what the
+# tests, benchmarks and kernel matrix need (`make check`).
 deps:
-	$(Q)scripts/install-deps.sh
+	$(Q)scripts/install-deps.sh build
+
+test-deps:
+	$(Q)scripts/install-deps.sh test
 
 # Imports point down only (docs/architecture.md): each layer of src/
 # includes its own headers and those of the layers below it, never one
@@ -170,7 +175,7 @@ $(OUTPUT)/%: tests/tools/%.c | $(OUTPUT)
 # too), the fast mutants (build-mut/), then the kernel matrix on build/
 # (tests/vm/). The traffic tools are not sanitized. `make check SP_VM=0`
 # leaves the matrix out.
-check test: deps
+check test: test-deps
 	$(Q)$(MAKE) -s --no-print-directory all
 	$(Q)$(MAKE) -s --no-print-directory SANITIZE=1 OUTPUT=$(SAN_OUTPUT) all
 	$(Q)SAN_OUTPUT=$(SAN_OUTPUT) tests/check.sh
@@ -178,17 +183,17 @@ check test: deps
 # Every mutant of tests/mutants/list, each built into build-mut/NAME with
 # its switch and killed by its guarding tests (docs/mutants.md); ends with
 # "M mutants, K killed". `make check` runs the fast ones.
-mutants: deps
+mutants: test-deps
 	$(Q)tests/mutants/run.sh
 
 # One kernel of the matrix (tests/vm/kernels), e.g. `make vmtest KERNEL=6.1`;
 # TESTS="PATTERN ..." instead of the core set (tests/vm/core-tests). Without
 # KERNEL, every kernel of the matrix.
-vmtest: deps
+vmtest: test-deps
 	$(Q)$(MAKE) -s --no-print-directory all
 	$(Q)$(if $(KERNEL),tests/vm/run.sh $(KERNEL) $(TESTS),tests/vm/matrix.sh)
 
-bench: deps
+bench: test-deps
 	$(Q)$(MAKE) -s --no-print-directory all
 	$(Q)tests/bench/run.sh
 

@@ -1,15 +1,27 @@
 #!/bin/sh
-# Installs the Debian packages stackpilot builds, runs and tests with, when
-# any is missing. Non-interactive; Debian's archive is the only source (the
-# kernel matrix fetches Debian's kernel packages itself: tests/vm/fetch.sh).
+# Installs the Debian packages stackpilot needs, when any is missing.
+#   install-deps.sh [build]  what building needs (`make deps`, `make run`,
+#                            `make deb`): compilers, headers, rst2man, debhelper
+#   install-deps.sh test     that and what the tests, the benchmarks and the
+#                            kernel matrix need (`make test-deps`, `make check`)
+# The Debian package (`make deb`) needs neither: its Depends are the
+# runtime libraries only. Non-interactive; Debian's archive is the only
+# source (the kernel matrix fetches Debian's kernel packages itself:
+# tests/vm/fetch.sh).
 set -e
-pkgs="make clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libmnl-dev libmicrohttpd-dev pkg-config gcc
-      iproute2 iperf3 nftables iptables iputils-ping procps kmod bc jq util-linux tmux
-      python3-docutils groff-base systemd gnuplot-nox curl python3
+build="make clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libmnl-dev libmicrohttpd-dev
+       libsystemd-dev pkg-config gcc python3-docutils debhelper dpkg-dev"
+test="iproute2 iperf3 nftables iptables iputils-ping procps kmod bc jq util-linux tmux
+      groff-base systemd gnuplot-nox curl python3 lintian
       qemu-system-x86 busybox-static cpio xz-utils zstd"
 # Only the metrics tests use these (promtool, node_exporter): tried, but a
 # machine without them still builds; tests/integration/test_metrics.sh skips.
-optional="prometheus prometheus-node-exporter"
+optional_test="prometheus prometheus-node-exporter"
+case ${1:-build} in
+build) pkgs=$build optional= ;;
+test) pkgs="$build $test" optional=$optional_test ;;
+*) echo "install-deps: unknown set '$1' (build or test)" >&2; exit 2 ;;
+esac
 missing=
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
