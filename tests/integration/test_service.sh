@@ -5,8 +5,8 @@
 # /etc, /usr, systemd or sysctls: installs go to $TMP, networks to the
 # test's namespaces.
 
-# stderr of what follows is "the journal": JOURNAL_STREAM names its file.
-journal_env() { : >"$1"; echo "JOURNAL_STREAM=$(stat -c '%d:%i' "$1")"; }
+# journal_env, unit_caps, unit_start, unit_reload, notify_*.
+source "$ROOT/tests/lib_unit.sh"
 
 # `run` in the background as sp_start does, but with our options only
 # (sp_start always passes --interval 0).
@@ -175,12 +175,6 @@ t_rt_protos_name() {
 	[[ $out == *"proto stackpilot"* ]] || fail "route not shown as proto stackpilot: $out"
 }
 
-# The unit's CapabilityBoundingSet as setpriv's --bounding-set argument.
-unit_caps() {
-	sed -n 's/^CapabilityBoundingSet=//p' "${1:-$ROOT/dist/stackpilot.service.in}" |
-		tr ' ' '\n' | sed 's/^CAP_//' | tr 'A-Z' 'a-z' | sed 's/^/+/' | paste -sd, -
-}
-
 # `run` as the unit runs it: root with only CAPS in its bounding set (so in
 # its permitted and effective sets), in namespace S of the black-hole
 # testbed, with the host's bpffs and cgroup mounts (nsenter --net only).
@@ -345,4 +339,97 @@ t_readme_install() {
 	[ -n "$SP_PID" ] || fail "the service was never started"
 	sp_stop || fail "exit of the service: stackpilot run exited $?; its stderr ends: $(sp_said)"
 	grep -q '^stackpilot: detached' "$TMP/sp.out" || fail "not detached: $(cat "$TMP/sp.out")"
+}
+
+# The unit installed under $TMP/p (ExecStart's binary and the config path
+# it names exist there); prints the unit's path.
+unit_install() {
+	make -s -C "$ROOT" install PREFIX="$TMP/p/usr/local" SYSCONFDIR="$TMP/p/etc" >/dev/null ||
+		fail "make install: exit $?"
+	echo "$TMP/p/usr/local/lib/systemd/system/stackpilot.service"
+}
+
+# systemd-analyze security's "Overall exposure level" of unit $1: "N.N RATING".
+exposure() {
+	systemd-analyze security --offline=true "$1" 2>&1 |
+		sed -n 's/.*Overall exposure level for stackpilot.service: \([0-9.]*\) \([A-Z]*\).*/\1 \2/p'
+}
+
+# The unit's sandboxing, as systemd rates it: at most 3.0, "OK". And the
+# measure measures: the same unit without its sandboxing lines rates worse.
+t_unit_security() {
+	local unit e bare
+	unit=$(unit_install) || exit 1
+	e=$(exposure "$unit")
+	echo "exposure of the unit: $e"
+	[[ $e =~ ^[0-9]+\.[0-9]+\ [A-Z]+$ ]] || fail "no exposure level from systemd-analyze security: '$e'"
+	awk "BEGIN { exit !(${e% *} <= 3.0) }" || fail "exposure ${e% *}, expected at most 3.0"
+	assert_eq "${e#* }" OK "rating"
+	mkdir "$TMP/bare" && grep -vE '^(Protect|Private|Restrict|SystemCall|ReadWrite|Lock|Memory|Device|UMask|NoNew|CapabilityBounding)' \
+		"$unit" >"$TMP/bare/stackpilot.service" || fail "bare copy"
+	bare=$(exposure "$TMP/bare/stackpilot.service")
+	echo "exposure without the sandboxing lines: $bare"
+	awk "BEGIN { exit !(${bare% *} > 3.0) }" || fail "the unsandboxed unit rates ${bare% *}: the measure does not tell (expected > 3.0)"
+}
+
+# Type=notify: READY=1 once the config's instances are attached (the
+# listener counts the cgroup's programs when READY=1 arrives), a STATUS=
+# line; around a reload RELOADING=1 ... READY=1; STOPPING=1 on SIGTERM.
+t_service_notify() {
+	local unit n at_ready
+	unit=$(unit_install) || exit 1
+	make_cgroup; host_bpffs
+	printf 'pin-path = %s\n[cgroup sp-test-%s]\nmodules = tcpstats,rehash\n[cgroup sp-test-%s/later]\nmodules = pmtu\n' \
+		"$PIN" "$ID" "$ID" >"$TMP/sp.conf"
+	unit_start "$unit" "$TMP/sp.conf"
+	n=$(notify_wait '^READY=1$') || exit 1
+	cat "$TMP/notify.log"
+	at_ready=$(sed -n "$((n + 1))s/^progs=//p" "$TMP/notify.log")
+	assert_eq "$at_ready" "$(cgroup_progs | wc -l)" "programs attached when READY=1 came"
+	assert_ge "$at_ready" 2 "programs attached when READY=1 came (tcpstats, rehash)"
+	head -n "$n" "$TMP/notify.log" | has -x "STATUS=attached from $TMP/sp.conf: 1 cgroup (1 waiting for theirs)" ||
+		fail "no STATUS= before READY=1: $(head -n "$n" "$TMP/notify.log" | tr '\n' ';')"
+	sed -i 's/^modules = tcpstats,rehash$/modules = tcpstats,rehash\nrehash.prob = 40/' "$TMP/sp.conf"
+	unit_reload "$unit" "$TMP/sp.conf" || fail "reload: exit $?: $(cat "$TMP/reload.out")"
+	n=$(notify_wait '^RELOADING=1$' "$n") || exit 1
+	n=$(notify_wait '^STATUS=reloaded ' "$n") || exit 1
+	n=$(notify_wait '^READY=1$' "$n") || exit 1
+	assert_eq "$("$SP" get --pin-path "$PIN" --cgroup "sp-test-$ID" rehash.prob)" "rehash.prob=40" "after the reload"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
+	notify_wait '^STOPPING=1$' "$n" >/dev/null || exit 1
+}
+
+# `systemctl reload` of a file with an error fails (the unit's ExecReload
+# checks it first) and the running instance keeps its config; the run's
+# own check refuses it too when signalled anyway. A good file is applied.
+t_service_reload_checks_file() {
+	local unit rc
+	unit=$(unit_install) || exit 1
+	make_cgroup; host_bpffs
+	printf 'pin-path = %s\n[cgroup sp-test-%s]\nmodules = rehash\nrehash.prob = 30\n' "$PIN" "$ID" >"$TMP/sp.conf"
+	unit_start "$unit" "$TMP/sp.conf"
+	notify_wait '^READY=1$' >/dev/null || exit 1
+	assert_eq "$("$SP" get --pin-path "$PIN" --cgroup "sp-test-$ID" rehash.prob)" "rehash.prob=30" "at start"
+	sed -i 's/^rehash.prob = 30$/rehash.prob = 500/' "$TMP/sp.conf"
+	unit_reload "$unit" "$TMP/sp.conf"; rc=$?
+	cat "$TMP/reload.out"
+	[ $rc != 0 ] || fail "reload of a file with rehash.prob = 500 succeeded"
+	has 'rehash.prob' "$TMP/reload.out" || fail "the failed reload does not say what is wrong: $(cat "$TMP/reload.out")"
+	has -F 'kill' "$TMP/reload.out" && fail "the run was signalled with a bad file"
+	kill -0 "$SP_PID" || fail "the run died"
+	has '^RELOADING=1$' "$TMP/notify.log" && fail "a reload began"
+	assert_eq "$("$SP" get --pin-path "$PIN" --cgroup "sp-test-$ID" rehash.prob)" "rehash.prob=30" "after the rejected reload"
+	# Signalled anyway (kill -HUP by hand): the run refuses the file itself.
+	kill -HUP "$SP_PID"
+	notify_wait '^STATUS=reload rejected, the running policy stays: .*rehash.prob' >/dev/null || exit 1
+	grep -q '^<3>stackpilot: reload rejected' "$TMP/sp.err" || fail "no error in the journal: $(sp_said)"
+	assert_eq "$("$SP" get --pin-path "$PIN" --cgroup "sp-test-$ID" rehash.prob)" "rehash.prob=30" "after SIGHUP with a bad file"
+	sed -i 's/^rehash.prob = 500$/rehash.prob = 45/' "$TMP/sp.conf"
+	unit_reload "$unit" "$TMP/sp.conf" || fail "reload of a good file: exit $?: $(cat "$TMP/reload.out")"
+	for _ in $(seq 30); do
+		[ "$("$SP" get --pin-path "$PIN" --cgroup "sp-test-$ID" rehash.prob)" = rehash.prob=45 ] && break
+		sleep 0.1
+	done
+	assert_eq "$("$SP" get --pin-path "$PIN" --cgroup "sp-test-$ID" rehash.prob)" "rehash.prob=45" "after a good reload"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
