@@ -433,3 +433,42 @@ t_service_reload_checks_file() {
 	assert_eq "$("$SP" get --pin-path "$PIN" --cgroup "sp-test-$ID" rehash.prob)" "rehash.prob=45" "after a good reload"
 	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
+
+# The example config's comments are the code's: each line shown as a
+# default is the default `run --help` (global settings) or `stackpilot
+# tunables` (a module's) gives, and each shown as off is off unless set.
+t_service_example_config_defaults() {
+	local conf=$ROOT/dist/stackpilot.conf help key val def n=0 block
+	help=$("$SP" run --help 2>&1)
+	opt_help() { echo "$help" | awk -v o="--$1 " 'index($0, "  " o) == 1 { on = 1; print; next } on && /^  --/ { exit } on'; }
+	while read -r block key val; do
+		case $block:$key in
+		default:*.*)
+			def=$("$SP" tunables | awk -F'\t' -v k="$key" '$1 == k { print $4 }')
+			assert_eq "$val" "$def" "example's default of $key" ;;
+		default:interval)
+			opt_help interval | tr -s ' \n' ' ' | has "0 when stderr is the journal" ||
+				fail "interval: the example says 0 under systemd; run --help: $(opt_help interval)" ;;
+		default:*)
+			opt_help "$key" | has -F -e "(default $val" -e "$val (default)" -e "instead of $val" ||
+				fail "$key: the example's default $val is not run --help's: $(opt_help "$key")" ;;
+		off:mtu-probing)
+			opt_help mtu-probing | has 'while running' || fail "mtu-probing: $(opt_help mtu-probing)" ;;
+		off:metrics-listen)
+			opt_help metrics-listen | tr -s ' \n' ' ' | has 'off by default' || fail "metrics-listen: $(opt_help metrics-listen)" ;;
+		off:metrics-textfile)
+			opt_help metrics-textfile | has 'write DIR' || fail "metrics-textfile: $(opt_help metrics-textfile)" ;;
+		*) fail "a line of the example's settings this test does not know: $block $key = $val" ;;
+		esac
+		n=$((n + 1))
+	done < <(awk '/^# Global settings come first/ { b = "default"; next }
+		/^# These are off unless set/ { b = "off"; next }
+		/^# Interfaces for the modules/ { b = "iface"; next }
+		/^$/ { b = "" }
+		b != "" && /^#[a-z][a-z.-]* = / { sub(/^#/, ""); sub(/ *#.*/, ""); split($0, kv, / = /);
+			if (b == "iface" && kv[1] == "iface") next
+			print (b == "iface" ? "default" : b), kv[1], kv[2] }' "$conf")
+	echo "$n settings of the example checked"
+	assert_ge "$n" 8 "settings checked"
+	"$SP" check-config "$conf" >/dev/null || fail "the example does not validate"
+}
