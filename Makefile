@@ -259,6 +259,15 @@ uninstall:
 		$(patsubst docs/%.rst,$(DESTDIR)$(MANDIR)/man8/%.8,$(MAN_SRCS)) \
 		$(DESTDIR)$(BASHCOMPDIR)/stackpilot
 
+# `make deb`: the Debian package (debian/, debhelper), built from a copy
+# of this tree so build/ and debian/ stay as they are. DEB_VERSIONS=V
+# builds it as version V instead of debian/changelog's; "V1 V2 ...": one
+# package each (a test of an upgrade). The .deb goes to DEB_OUT (default:
+# this folder).
+DEB_OUT ?= .
+deb: deps
+	$(Q)scripts/make-deb.sh "$(DEB_OUT)" $(DEB_VERSIONS)
+
 clean:
 	$(call msg,CLEAN)
 	$(Q)rm -rf $(OUTPUT) $(SAN_OUTPUT) build-mut
