@@ -6,7 +6,8 @@ set -e
 pkgs="make clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libmnl-dev libmicrohttpd-dev pkg-config gcc
       iproute2 iperf3 nftables iptables iputils-ping procps kmod bc jq util-linux tmux
       python3-docutils groff-base systemd gnuplot-nox curl python3
-      qemu-system-x86 busybox-static cpio xz-utils zstd"
+      qemu-system-x86 busybox-static cpio xz-utils zstd
+      podman buildah runc catatonit python3-yaml"
 # Only the metrics tests use these (promtool, node_exporter): tried, but a
 # machine without them still builds; tests/integration/test_metrics.sh skips.
 optional="prometheus prometheus-node-exporter"
