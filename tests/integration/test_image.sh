@@ -228,7 +228,7 @@ t_kube_manifest() {
 	assert c["ports"][0]["name"] == kinds["Service"]["spec"]["ports"][0]["targetPort"]
 	EOF
 	# Paths: in the source as a string, bind-mounted at the same path.
-	[ "$(wc -l <"$TMP/hostpaths")" -ge 4 ] || fail "hostPaths: $(cat "$TMP/hostpaths")"
+	[ "$(wc -l <"$TMP/hostpaths")" -ge 4 ] || fail "hostPaths: $(wc -l <"$TMP/hostpaths"), expected >= 4: $(cat "$TMP/hostpaths")"
 	while read -r p m; do
 		assert_eq "$m" "$p" "mountPath of hostPath $p"
 		grep -rqF "\"$p" "$ROOT/src" || fail "hostPath $p: no such path in src/"
