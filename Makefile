@@ -89,7 +89,7 @@ FORCE:
 # Keep the objects and skeletons between builds.
 .SECONDARY: $(BPF_OBJS) $(SKELS)
 
-.PHONY: all deps test-deps check test vmtest bench mutants run clean man install uninstall layers deb FORCE
+.PHONY: all deps test-deps check test vmtest bench mutants run clean man install uninstall layers deb image FORCE
 all: $(OUTPUT)/stackpilot $(OUTPUT)/test_unit $(OUTPUT)/test_fragguard $(OUTPUT)/tcptool $(OUTPUT)/fragflood $(OUTPUT)/fragdiff $(OUTPUT)/fgcost $(OUTPUT)/rhfloor $(OUTPUT)/sockops_floor
 
 # What building needs (`make run` too); test-deps: that and what the
@@ -271,3 +271,10 @@ deb: deps
 clean:
 	$(call msg,CLEAN)
 	$(Q)rm -rf $(OUTPUT) $(SAN_OUTPUT) build-mut
+
+# `make image`: the container image (scripts/image.sh, buildah from scratch),
+# tagged IMAGE:VERSION and IMAGE:latest. VERSION is `stackpilot --version`'s.
+IMAGE ?= localhost/stackpilot
+image: $(OUTPUT)/stackpilot
+	$(call msg,IMAGE,$(IMAGE):$(STACKPILOT_VERSION))
+	$(Q)scripts/image.sh $(OUTPUT)/stackpilot $(IMAGE) '$(STACKPILOT_VERSION)'

@@ -13,7 +13,8 @@ build="make clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libmnl-dev libmi
        libsystemd-dev pkg-config gcc python3-docutils debhelper dpkg-dev"
 test="iproute2 iperf3 nftables iptables iputils-ping procps kmod bc jq util-linux tmux
       groff-base systemd gnuplot-nox curl python3 lintian
-      qemu-system-x86 busybox-static cpio xz-utils zstd"
+      qemu-system-x86 busybox-static cpio xz-utils zstd
+      podman buildah runc catatonit python3-yaml"
 # Only the metrics tests use these (promtool, node_exporter): tried, but a
 # machine without them still builds; tests/integration/test_metrics.sh skips.
 optional_test="prometheus prometheus-node-exporter"

@@ -42,8 +42,12 @@ static void usage_run(FILE *out)
 "  --config FILE      the cgroups, modules and tunables of FILE (stackpilot(8),\n"
 "                     CONFIGURATION); SIGHUP re-reads it; state persists as with\n"
 "                     --persist. Only --log-level, --interval, --state-dir,\n"
-"                     --dry-run and --verbose go with it. Without --config,\n"
-"                     --cgroup, --iface and --modules: %s if it exists\n"
+"                     --dry-run, --watch-config and --verbose go with it.\n"
+"                     Without --config, --cgroup, --iface and --modules: %s\n"
+"                     if it exists\n"
+"  --watch-config     re-read the --config file as SIGHUP does whenever its\n"
+"                     content changes (an editor's save, a Kubernetes\n"
+"                     ConfigMap update)\n"
 "  --cgroup PATH      cgroup v2 folder, absolute or relative to the cgroup v2\n"
 "                     mount; the root (every process of the host) only as\n"
 "                     --cgroup /. Needed by the cgroup modules\n"
@@ -85,14 +89,14 @@ static void usage_run(FILE *out)
 struct run_args {
 	const char *cgroup, *modules, *config;
 	const char *file_only;		/* an option the config file gives instead */
-	bool verbose, need_cgroup, need_iface, log_level, have_interval, module_opt;
+	bool verbose, need_cgroup, need_iface, log_level, have_interval, module_opt, watch;
 	__u32 interval;
 };
 
 /* Options into run and a; -1 to go on, else the exit code. */
 static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args *a)
 {
-	struct option opts[16 + SP_MAX_RUN_OPTS] = {
+	struct option opts[17 + SP_MAX_RUN_OPTS] = {
 		{ "cgroup", required_argument, NULL, 'c' },
 		{ "modules", required_argument, NULL, 'm' },
 		{ "iface", required_argument, NULL, 'i' },
@@ -108,8 +112,9 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 		{ "state-dir", required_argument, NULL, 'S' },
 		{ "dry-run", no_argument, NULL, 'D' },
 		{ "config", required_argument, NULL, 'C' },
+		{ "watch-config", no_argument, NULL, 'W' },
 	};
-	int opt, n = 15, rc, li = 0;
+	int opt, n = 16, rc, li = 0;
 
 	for (int i = 0; i < sp_nr_run_opts; i++)
 		opts[n++] = (struct option){ sp_run_opts[i]->name, required_argument, NULL, 256 + i };
@@ -119,6 +124,7 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 			a->file_only = opts[li].name, a->module_opt = opt >= 256;
 		switch (opt) {
 		case 'C': a->config = optarg; break;
+		case 'W': a->watch = true; break;
 		case 'c': a->cgroup = optarg; break;
 		case 'm': a->modules = optarg; break;
 		case 'b': run->btf_path = optarg; break;
@@ -173,8 +179,10 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 			       a->file_only);
 	if (a->config && a->file_only)
 		return sp_fail(2, "--%s: with --config, give it in the file (only --log-level, "
-			       "--interval, --state-dir, --dry-run and --verbose go with --config)",
-			       a->file_only);
+			       "--interval, --state-dir, --dry-run, --watch-config and --verbose go "
+			       "with --config)", a->file_only);
+	if (a->watch && !a->config)
+		return sp_fail(2, "--watch-config: give --config FILE too (it watches that file)");
 	if (a->config)
 		return -1;
 	if (sp_parse_modules(a->modules, &run->modules))
@@ -335,7 +343,8 @@ int cmd_run(int argc, char **argv)
 		sp_log_level = SP_LOG_DEBUG;
 	if (a.config)
 		return sp_config_run(a.config, a.log_level || a.verbose,
-				     a.have_interval ? (int)a.interval : -1, run.dry_run, show_status);
+				     a.have_interval ? (int)a.interval : -1, run.dry_run, a.watch,
+				     show_status);
 	rc = setup_run(&run, &a, &lock_fd, &stats_fd);
 	if (!rc) {
 		rc = sp_run_loop(run.pin_dir, a.interval, show_status);

@@ -10,7 +10,8 @@
  * (no MHD_USE_INTERNAL_POLLING_THREAD): its epoll fd sits in our epoll and
  * MHD_run() is called when that fd is readable, or when MHD's own timeout
  * (idle connections) comes, from a timer. A scrape renders the same
- * exposition as `status --prometheus`.
+ * exposition as `status --prometheus`; /healthz answers "attached" (a
+ * Kubernetes probe's, dist/kubernetes/).
  *
  * The listen socket is ours, not MHD's: at its connection limit MHD takes
  * its listen socket out of its epoll and puts it back only on a later
@@ -210,8 +211,13 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 		r = text("only GET\n");
 		MHD_add_response_header(r, "Allow", "GET, HEAD");
 		code = MHD_HTTP_METHOD_NOT_ALLOWED;
+	} else if (!strcmp(url, "/healthz")) {
+		/* Served by the loop, which starts only once the run has
+		 * attached (a config's missing cgroup is waited for): a
+		 * probe's "attached and alive". */
+		r = text("attached\n");
 	} else if (strcmp(url, "/metrics")) {
-		r = text("not found: try /metrics\n");
+		r = text("not found: try /metrics or /healthz\n");
 		code = MHD_HTTP_NOT_FOUND;
 	} else if (render()) {
 		r = text("out of memory\n");
@@ -452,7 +458,7 @@ static int listen_start(void)
 	    !(mx.listen_w = sp_loop_watch(mx.lfd, on_accept, NULL)))
 		return sp_err("--metrics-listen: cannot watch the HTTP server");
 	rearm();
-	sp_log(SP_LOG_INFO, "metrics served at %s, path /metrics (at most %d connections at once)",
+	sp_log(SP_LOG_INFO, "metrics served at %s, path /metrics, /healthz (at most %d connections at once)",
 	       mx.listen, mx.cap);
 	return 0;
 }

@@ -19,6 +19,12 @@
  * `set` of another key stays), a cgroup whose modules changed is attached
  * anew, added ones are attached and removed ones detached; the others keep
  * their programs and links. A file with an error changes nothing.
+ *
+ * With --watch-config a change of the file's content is a SIGHUP too: an
+ * inotify watch on its folder sees the file written or renamed over (an
+ * editor), or a symlink above it swapped (a Kubernetes ConfigMap volume
+ * swaps its "..data" link), and the file is re-read when its bytes differ
+ * from those last read.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -63,7 +69,10 @@ static struct {
 	int ino_fd;			/* parents of the cgroups waited for */
 	int saved_probing;		/* tcp_mtu_probing before mtu-probing =, or -1 */
 	struct sp_watch *ino_w;
-} S = { .ino_fd = -1, .saved_probing = -1 };
+	int cfg_fd;			/* --watch-config: the config file's folder */
+	struct sp_watch *cfg_w;
+	unsigned long long cfg_sum;	/* of the bytes last read (file_sum) */
+} S = { .ino_fd = -1, .saved_probing = -1, .cfg_fd = -1 };
 
 /* sp_run.cfg_init: the configured values over the defaults, before attaching. */
 static void cfg_init(struct sp_run *run, const struct sp_module *m, void *cfg)
@@ -387,6 +396,23 @@ static void status_line(char *buf, size_t len, const char *what, int waiting)
 		at += snprintf(buf + at, len - at, "%s%s", i ? "," : ", interfaces ", c->ifname[i]);
 }
 
+/* FNV-1a of the file's bytes; 0 when it cannot be read. */
+static unsigned long long file_sum(const char *path)
+{
+	unsigned long long h = 14695981039346656037ULL;
+	unsigned char buf[4096];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < n; i++)
+			h = (h ^ buf[i]) * 1099511628211ULL;
+	close(fd);
+	return n < 0 ? 0 : h;
+}
+
 static void reload(void)
 {
 	struct sp_config *c = malloc(sizeof(*c));
@@ -394,6 +420,8 @@ static void reload(void)
 	char why[512] = "";
 	int changed = 0, err, waiting;
 
+	if (S.cfg_fd >= 0)
+		S.cfg_sum = file_sum(S.cfg->file);
 	if (!c) {
 		sp_log(SP_LOG_ERROR, "reload: %s: the running policy stays", strerror(ENOMEM));
 		return;
@@ -465,6 +493,43 @@ static void reload(void)
 	sp_notify("STATUS=%s", why);
 }
 
+/* --watch-config: something changed in the file's folder; a reload if its bytes did. */
+static void on_cfg_event(void *ctx)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	unsigned long long sum;
+
+	(void)ctx;
+	while (read(S.cfg_fd, buf, sizeof(buf)) > 0)
+		;
+	sum = file_sum(S.cfg->file);
+	if (!sum || sum == S.cfg_sum)	/* gone for a moment, or the same bytes */
+		return;
+	sp_log(SP_LOG_INFO, "%s changed: reloading", S.cfg->file);
+	reload();
+}
+
+/* The file's folder, watched for files written, renamed or linked into it. */
+static int watch_config(const char *file)
+{
+	char dir[4096], *slash;
+
+	snprintf(dir, sizeof(dir), "%s", file);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	S.cfg_sum = file_sum(file);
+	S.cfg_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (S.cfg_fd < 0 ||
+	    inotify_add_watch(S.cfg_fd, dir, IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_ONLYDIR) < 0)
+		return sp_err("--watch-config: cannot watch %s: %s", dir, strerror(errno));
+	return (S.cfg_w = sp_loop_watch(S.cfg_fd, on_cfg_event, NULL)) ? 0 : -1;
+}
+
 /* ---- run ------------------------------------------------------------------- */
 
 static void stop_all(void)
@@ -506,7 +571,7 @@ static int start_all(void)
 }
 
 int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_run,
-		  sp_show_fn *show)
+		  bool watch, sp_show_fn *show)
 {
 	struct sp_watch *check_w = NULL;
 	int lock_fd = -1, stats_fd = -1, rc = 1;
@@ -541,7 +606,7 @@ int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_
 	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	if (stats_fd < 0)
 		sp_log(SP_LOG_WARN, "BPF run-time stats unavailable: %s", strerror(errno));
-	if (start_all())
+	if ((watch && watch_config(S.cfg->file)) || start_all())
 		goto out;
 	check_w = sp_loop_timer(on_check, NULL);
 	if (!check_w || sp_timer_arm(check_w, CHECK_MS, CHECK_MS))
@@ -558,6 +623,11 @@ out:
 	sp_loop_unwatch(S.ino_w);
 	if (S.ino_fd >= 0)
 		close(S.ino_fd);
+	sp_loop_unwatch(S.cfg_w);
+	if (S.cfg_fd >= 0)
+		close(S.cfg_fd);
+	S.cfg_w = NULL;
+	S.cfg_fd = -1;
 	stop_all();
 	rmdir(S.cfg->pin_dir);
 	sp_sysctl_release(MTU_PROBING, S.saved_probing, S.cfg->mtu_probing);

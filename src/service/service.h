@@ -9,9 +9,11 @@
 /*
  * service.c: `run --config FILE` to its end. keep_log_level: --log-level or
  * --verbose was given and wins over the file's; interval -1: the file's;
- * dry_run: --dry-run, for every instance. State persists (run --persist).
+ * dry_run: --dry-run, for every instance; watch: --watch-config, a change
+ * of the file's content reloads it as SIGHUP does. State persists (run
+ * --persist).
  */
 int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_run,
-		  sp_show_fn *show);
+		  bool watch, sp_show_fn *show);
 
 #endif
