@@ -29,11 +29,13 @@ notify_listen() {
 	with open(sys.argv[2], "a", buffering=1) as f:
 	    while True:
 	        m = s.recv(4096).decode().strip("\n")
-	        f.write(m.replace("\n", "|") + "\n")
+	        line = m.replace("\n", "|") + "\n"
 	        if "READY=1" in m.split("\n"):
 	            out = subprocess.run(["bpftool", "cgroup", "show", sys.argv[3]],
 	                                 capture_output=True, text=True).stdout
-	            f.write("progs=%d\n" % max(len(out.splitlines()) - 1, 0))
+	            # One write: a reader that sees READY=1 sees its count too.
+	            line += "progs=%d\n" % max(len(out.splitlines()) - 1, 0)
+	        f.write(line)
 	END
 	BG_PIDS+=($!)
 	for _ in $(seq 50); do [ -S "$TMP/notify" ] && return 0; sleep 0.1; done
