@@ -42,8 +42,9 @@ static void usage_run(FILE *out)
 "  --config FILE      the cgroups, modules and tunables of FILE (stackpilot(8),\n"
 "                     CONFIGURATION); SIGHUP re-reads it; state persists as with\n"
 "                     --persist. Only --log-level, --interval, --state-dir,\n"
-"                     --dry-run and --verbose go with it. Without --config,\n"
-"                     --cgroup, --iface and --modules: %s if it exists\n"
+"                     --dry-run, --metrics-top and --verbose go with it.\n"
+"                     Without --config, --cgroup, --iface and --modules:\n"
+"                     %s if it exists\n"
 "  --cgroup PATH      cgroup v2 folder, absolute or relative to the cgroup v2\n"
 "                     mount; the root (every process of the host) only as\n"
 "                     --cgroup /. Needed by the cgroup modules\n"
@@ -62,6 +63,9 @@ static void usage_run(FILE *out)
 "                     node_exporter) every --interval, or 10 s if it is 0\n"
 "  --metrics-listen [ADDR:]PORT  serve Prometheus text on http://ADDR:PORT/metrics\n"
 "                     (ADDR 127.0.0.1 unless given; off by default)\n"
+"  --metrics-top N    in the metrics, at most N rows of each module's table: pmtu's\n"
+"                     destinations, rehash's, fragguard's peers, each in its own\n"
+"                     order (docs/metrics.md); 0 = none (default %d, at most %d)\n"
 "  --persist          apply and save state: tunables `set` changes are saved\n"
 "                     for the next run on this cgroup, and what modules learned\n"
 "                     (pmtu) is saved every %d s and at exit, restored at start\n"
@@ -69,7 +73,8 @@ static void usage_run(FILE *out)
 "  --state-dir DIR    where state is kept (default %s)\n"
 "  --dry-run          every module with an `enforce` tunable starts with it at 0\n"
 "                     (count, do not act); `set MODULE.enforce=1` turns it on\n",
-		SP_CONFIG_DEFAULT, SP_MAX_IFACES, SP_PIN_DEFAULT, SP_PERSIST_SAVE_S, SP_STATE_DIR_DEFAULT);
+		SP_CONFIG_DEFAULT, SP_MAX_IFACES, SP_PIN_DEFAULT, SP_METRICS_TOP_DEFAULT, SP_TABLE_ROWS,
+		SP_PERSIST_SAVE_S, SP_STATE_DIR_DEFAULT);
 	for (int i = 0; i < sp_nr_run_opts; i++) {
 		char left[64];
 
@@ -92,7 +97,7 @@ struct run_args {
 /* Options into run and a; -1 to go on, else the exit code. */
 static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args *a)
 {
-	struct option opts[16 + SP_MAX_RUN_OPTS] = {
+	struct option opts[17 + SP_MAX_RUN_OPTS] = {
 		{ "cgroup", required_argument, NULL, 'c' },
 		{ "modules", required_argument, NULL, 'm' },
 		{ "iface", required_argument, NULL, 'i' },
@@ -108,8 +113,9 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 		{ "state-dir", required_argument, NULL, 'S' },
 		{ "dry-run", no_argument, NULL, 'D' },
 		{ "config", required_argument, NULL, 'C' },
+		{ "metrics-top", required_argument, NULL, 'T' },
 	};
-	int opt, n = 15, rc, li = 0;
+	int opt, n = 16, rc, li = 0;
 
 	for (int i = 0; i < sp_nr_run_opts; i++)
 		opts[n++] = (struct option){ sp_run_opts[i]->name, required_argument, NULL, 256 + i };
@@ -141,7 +147,7 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 				return sp_fail(2, "--iface %s: no such interface", optarg);
 			snprintf(run->ifname[run->nr_ifaces++], sizeof(run->ifname[0]), "%s", optarg);
 			break;
-		case 't': case 'L':	/* metrics.c */
+		case 't': case 'L': case 'T':	/* metrics.c */
 			if ((rc = sp_metrics_opt(opt, optarg)))
 				return rc;
 			break;
