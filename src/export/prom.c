@@ -344,11 +344,15 @@ static int prom_write_one(const char *pin_dir, FILE *out)
 	      &(struct lab){ "version", meta.version[0] ? meta.version : "unknown" }, 1, 1);
 	header(out, "stackpilot_module_loaded", false, "1 for each module the run loaded; 0 for each "
 	       "it left out because this kernel refuses it (stackpilot probe)");
-	for (int i = 0; i < sp_nr_modules; i++)
+	for (int i = 0; i < sp_nr_modules; i++) {
+		/* A cgroup module's has its cgroup, like its other series (dashboards list them). */
+		struct lab l[2] = { { "module", sp_modules[i]->name }, { "cgroup", meta.cgroup } };
+
 		if ((meta.modules | meta.refused) & (1u << i))
-			gauge(out, "stackpilot_module_loaded", NULL,
-			      &(struct lab){ "module", sp_modules[i]->name }, 1,
+			gauge(out, "stackpilot_module_loaded", NULL, l,
+			      sp_modules[i]->needs_cgroup && meta.cgroup[0] ? 2 : 1,
 			      !!(meta.modules & (1u << i)));
+	}
 	for (int i = 0; i < sp_nr_modules; i++) {
 		const struct sp_module *m = sp_modules[i];
 		const char *cg = m->needs_cgroup ? meta.cgroup : NULL;
