@@ -179,7 +179,8 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 			       a->file_only);
 	if (a->config && a->file_only)
 		return sp_fail(2, "--%s: with --config, give it in the file (only --log-level, "
-			       "--interval, --state-dir, --dry-run and --verbose go with --config)",
+			       "--interval, --state-dir, --dry-run, --metrics-top and --verbose go with "
+			       "--config)",
 			       a->file_only);
 	if (a->config)
 		return -1;
