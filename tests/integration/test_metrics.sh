@@ -139,7 +139,7 @@ t_metrics_grafana_dashboard() {
 # interval through a rename, and node_exporter's textfile collector serves it.
 t_metrics_textfile() {
 	need_tool promtool prometheus
-	local dir=$TMP/textfile ino1 ino2 port
+	local dir=$TMP/textfile ino1 ino2 port held
 	mkdir "$dir" && chmod 755 "$TMP" "$dir"
 	make_cgroup
 	mx_start "$CG" --interval 1 --metrics-textfile "$dir"
@@ -149,9 +149,13 @@ t_metrics_textfile() {
 	promtool_clean "$TMP/t1"
 	# Complete: the last metric of the exposition is there.
 	grep -q '^# TYPE stackpilot_bpf_program_run_seconds_total counter' "$TMP/t1" || fail "truncated: $(tail -5 "$TMP/t1")"
+	# Held open meanwhile: ext4 would give a freed inode number to the next
+	# file, and after two rewrites the path could have this one's again.
+	exec {held}<"$dir/stackpilot.prom"
 	ino1=$(stat -c %i "$dir/stackpilot.prom")
 	sleep 2.2
 	ino2=$(stat -c %i "$dir/stackpilot.prom")
+	exec {held}<&-
 	[ "$ino1" != "$ino2" ] || fail "not rewritten (same inode after 2 s)"
 	[ "$(ls -A "$dir")" = stackpilot.prom ] || fail "other files in $dir: $(ls -A "$dir")"
 	if command -v prometheus-node-exporter >/dev/null; then
@@ -181,7 +185,7 @@ t_metrics_textfile() {
 # symlink; after kill -9, the next run in the namespace removes the file,
 # whose counters would otherwise look current for good.
 t_metrics_textfile_folder_checked() {
-	local dir=$TMP/tf out rc ino
+	local dir=$TMP/tf out rc ino held
 	mkdir -m 755 "$dir" "$TMP/other"
 	make_cgroup
 	# A namespace of its own: the state file of the killed run is for our next run only.
@@ -200,9 +204,11 @@ t_metrics_textfile_folder_checked() {
 	for _ in $(seq 30); do [ -e "$dir/stackpilot.prom" ] && break; sleep 0.1; done
 	[ -e "$dir/stackpilot.prom" ] || fail "no $dir/stackpilot.prom"
 	mv "$dir" "$TMP/tf.moved" && ln -s "$TMP/other" "$dir" || fail "swap: exit $?"
+	exec {held}<"$TMP/tf.moved/stackpilot.prom"	# its inode number not reused meanwhile
 	ino=$(stat -c %i "$TMP/tf.moved/stackpilot.prom")
 	sleep 2.2
 	[ "$(stat -c %i "$TMP/tf.moved/stackpilot.prom")" != "$ino" ] || fail "not rewritten in the folder it opened"
+	exec {held}<&-
 	assert_eq "$(ls -A "$TMP/other")" "" "files written through the symlink"
 	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	[ ! -e "$TMP/tf.moved/stackpilot.prom" ] || fail "stackpilot.prom left after the run stopped"
