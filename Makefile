@@ -83,7 +83,7 @@ STACKPILOT_VERSION ?= $(shell test -e .git && git describe --tags --always --dir
 $(OUTPUT)/version.h: FORCE | $(OUTPUT)
 	$(Q)printf '#define SP_VERSION "%s"\n' '$(STACKPILOT_VERSION)' > $@.tmp; \
 	cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
-$(OUTPUT)/obj/cli/main.o: $(OUTPUT)/version.h
+$(OUTPUT)/obj/cli/main.o $(OUTPUT)/obj/service/targets.o: $(OUTPUT)/version.h
 FORCE:
 
 # Keep the objects and skeletons between builds.

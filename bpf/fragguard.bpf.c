@@ -1045,6 +1045,8 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 	why = 0;
 #endif
 	if (why) {
+		if (known)
+			sp_count(&fragguard_ctr, SP_FG_REF_KNOWN, 1);
 		act = refuse(c, why, p);
 		if (act == TC_ACT_SHOT) {
 			bpf_map_update_elem(&fragguard_refused, &f->key, &now, BPF_ANY);
@@ -1214,6 +1216,8 @@ int sp_fragguard(struct __sk_buff *skb)
 	if (p)
 		p->last_ns = now;
 	if (too_old(since(now, d->first_ns), p, c.peer_limit, g)) {
+		if (known)
+			sp_count(&fragguard_ctr, SP_FG_REF_KNOWN, 1);
 		act = refuse(&c, SP_FG_REF_AGE, p);
 		if (act == TC_ACT_SHOT)
 			return act;

@@ -219,6 +219,7 @@ enum sp_fg_ctr {
 	SP_FG_K_DUP,		/* kernel drops: SKB_DROP_REASON_DUP_FRAG */
 	SP_FG_K_TOO_FAR,	/* kernel drops: SKB_DROP_REASON_FRAG_TOO_FAR */
 	SP_FG_ORPHANED,		/* fragments passed unjudged: the loader stopped (SP_FG_STALE_NS) */
+	SP_FG_REF_KNOWN,	/* refusals (new datagrams, age) of peers in the known pool */
 	SP_FG_NR,
 };
 
@@ -458,6 +459,12 @@ struct sp_meta {
 	 * a deleted device (ifindex 0 above) has no index to name it by.
 	 */
 	char ifname[SP_MAX_IFACES][16];
+	/* Metrics name a program by its module and its full name, not by its id. */
+	char prog_module[SP_MAX_PROGS][16];
+	char prog_name[SP_MAX_PROGS][32];
+	__u32 refused;		/* bit i = sp_modules[i] asked for, refused by this kernel */
+	__u32 metrics_top;	/* run --metrics-top: rows of each module table in the metrics */
+	char version[32];	/* the run's build (stackpilot --version) */
 };
 
 #endif /* STACKPILOT_H */

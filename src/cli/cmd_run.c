@@ -42,7 +42,8 @@ static void usage_run(FILE *out)
 "  --config FILE      the cgroups, modules and tunables of FILE (stackpilot(8),\n"
 "                     CONFIGURATION); SIGHUP re-reads it; state persists as with\n"
 "                     --persist. Only --log-level, --interval, --state-dir,\n"
-"                     --dry-run, --watch-config and --verbose go with it.\n"
+"                     --dry-run, --watch-config, --metrics-top and --verbose go\n"
+"                     with it.\n"
 "                     Without --config, --cgroup, --iface and --modules: %s\n"
 "                     if it exists\n"
 "  --watch-config     re-read the --config file as SIGHUP does whenever its\n"
@@ -66,6 +67,9 @@ static void usage_run(FILE *out)
 "                     node_exporter) every --interval, or 10 s if it is 0\n"
 "  --metrics-listen [ADDR:]PORT  serve Prometheus text on http://ADDR:PORT/metrics\n"
 "                     (ADDR 127.0.0.1 unless given; off by default)\n"
+"  --metrics-top N    in the metrics, at most N rows of each module's table: pmtu's\n"
+"                     destinations, rehash's, fragguard's peers, each in its own\n"
+"                     order (docs/metrics.md); 0 = none (default %d, at most %d)\n"
 "  --persist          apply and save state: tunables `set` changes are saved\n"
 "                     for the next run on this cgroup, and what modules learned\n"
 "                     (pmtu) is saved every %d s and at exit, restored at start\n"
@@ -73,7 +77,8 @@ static void usage_run(FILE *out)
 "  --state-dir DIR    where state is kept (default %s)\n"
 "  --dry-run          every module with an `enforce` tunable starts with it at 0\n"
 "                     (count, do not act); `set MODULE.enforce=1` turns it on\n",
-		SP_CONFIG_DEFAULT, SP_MAX_IFACES, SP_PIN_DEFAULT, SP_PERSIST_SAVE_S, SP_STATE_DIR_DEFAULT);
+		SP_CONFIG_DEFAULT, SP_MAX_IFACES, SP_PIN_DEFAULT, SP_METRICS_TOP_DEFAULT, SP_TABLE_ROWS,
+		SP_PERSIST_SAVE_S, SP_STATE_DIR_DEFAULT);
 	for (int i = 0; i < sp_nr_run_opts; i++) {
 		char left[64];
 
@@ -96,7 +101,8 @@ struct run_args {
 /* Options into run and a; -1 to go on, else the exit code. */
 static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args *a)
 {
-	struct option opts[17 + SP_MAX_RUN_OPTS] = {
+	/* The fixed options, the modules' run options after them, a zero end. */
+	struct option opts[18 + SP_MAX_RUN_OPTS + 1] = {
 		{ "cgroup", required_argument, NULL, 'c' },
 		{ "modules", required_argument, NULL, 'm' },
 		{ "iface", required_argument, NULL, 'i' },
@@ -113,8 +119,12 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 		{ "dry-run", no_argument, NULL, 'D' },
 		{ "config", required_argument, NULL, 'C' },
 		{ "watch-config", no_argument, NULL, 'W' },
+		{ "metrics-top", required_argument, NULL, 'T' },
 	};
-	int opt, n = 16, rc, li = 0;
+	int opt, n = 0, rc, li = 0;
+
+	while (opts[n].name)
+		n++;
 
 	for (int i = 0; i < sp_nr_run_opts; i++)
 		opts[n++] = (struct option){ sp_run_opts[i]->name, required_argument, NULL, 256 + i };
@@ -147,7 +157,7 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 				return sp_fail(2, "--iface %s: no such interface", optarg);
 			snprintf(run->ifname[run->nr_ifaces++], sizeof(run->ifname[0]), "%s", optarg);
 			break;
-		case 't': case 'L':	/* metrics.c */
+		case 't': case 'L': case 'T':	/* metrics.c */
 			if ((rc = sp_metrics_opt(opt, optarg)))
 				return rc;
 			break;
@@ -179,8 +189,8 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 			       a->file_only);
 	if (a->config && a->file_only)
 		return sp_fail(2, "--%s: with --config, give it in the file (only --log-level, "
-			       "--interval, --state-dir, --dry-run, --watch-config and --verbose go "
-			       "with --config)", a->file_only);
+			       "--interval, --state-dir, --dry-run, --watch-config, --metrics-top and "
+			       "--verbose go with --config)", a->file_only);
 	if (a->watch && !a->config)
 		return sp_fail(2, "--watch-config: give --config FILE too (it watches that file)");
 	if (a->config)

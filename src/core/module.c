@@ -163,7 +163,7 @@ int sp_module_publish(struct sp_run *run, const struct sp_module *m,
 	*link = bpf_program__attach_cgroup(sockops, run->cgroup_fd);
 	if (!*link)
 		return sp_err("%s: attach to cgroup %s: %s", m->name, run->cgroup, strerror(errno));
-	sp_run_add_prog(run, bpf_program__fd(sockops));
+	sp_run_add_prog(run, m, sockops);
 	return 0;
 }
 
@@ -275,7 +275,7 @@ int sp_attach_progs(struct sp_run *run, const struct sp_module *m, struct bpf_pr
 		if (!links[i])
 			return sp_err("%s: attach %s: %s", m->name, bpf_program__section_name(progs[i]),
 				      strerror(errno));
-		sp_run_add_prog(run, bpf_program__fd(progs[i]));
+		sp_run_add_prog(run, m, progs[i]);
 	}
 	return 0;
 }

@@ -155,6 +155,7 @@ struct sp_run {
 	const char *btf_path;		/* --btf, or NULL for the kernel's */
 	__u32 nr_progs;
 	__u32 prog_ids[SP_MAX_PROGS];	/* attached programs, for status */
+	char prog_module[SP_MAX_PROGS][16], prog_name[SP_MAX_PROGS][32];	/* of each */
 	void *inst[SP_MAX_MODULES];	/* each started module's instance */
 	struct sp_targets *targets;	/* what targets.c watches for this run */
 	__u64 started_ns;		/* CLOCK_MONOTONIC, once published */
@@ -216,7 +217,9 @@ int sp_sum_percpu(int map_fd, __u32 key, __u64 *sum);
 int sp_open_pinned(const char *pin_dir, const char *name);
 extern int sp_pin_errors;	/* sp_open_pinned() failures, for status's exit code */
 int sp_map_lookup_sized(int fd, const void *key, void *val, __u32 size);
-void sp_run_add_prog(struct sp_run *run, int prog_fd);
+struct bpf_program;
+/* An attached program of module m, for status and metrics (its id, module and name). */
+void sp_run_add_prog(struct sp_run *run, const struct sp_module *m, const struct bpf_program *prog);
 
 /*
  * The one place a tunable's value goes into a module's config (defaults,
@@ -289,7 +292,9 @@ struct sp_field {
 	/*
 	 * "bytes", "seconds", "ns", "" for a plain count, or "ratio" for a
 	 * quotient of two counters shown for people (Prometheus computes it
-	 * from the counters, so prom.c leaves it out)
+	 * from the counters, so prom.c leaves it out); a string column of a
+	 * table: "state" when it is a state of the row, not its name (prom.c
+	 * makes no label of it on the row's counters)
 	 */
 	const char *unit;
 	const char *help;

@@ -360,12 +360,16 @@ int sp_map_lookup_sized(int fd, const void *key, void *val, __u32 size)
 	return bpf_map_lookup_elem(fd, key, val) ? -errno : 0;
 }
 
-void sp_run_add_prog(struct sp_run *run, int prog_fd)
+void sp_run_add_prog(struct sp_run *run, const struct sp_module *m, const struct bpf_program *prog)
 {
 	struct bpf_prog_info info = {};
-	__u32 len = sizeof(info);
+	__u32 len = sizeof(info), n = run->nr_progs;
 
-	if (run->nr_progs < SP_MAX_PROGS &&
-	    !bpf_obj_get_info_by_fd(prog_fd, &info, &len))
-		run->prog_ids[run->nr_progs++] = info.id;
+	if (n >= SP_MAX_PROGS || bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len))
+		return;
+	run->prog_ids[n] = info.id;
+	/* The kernel keeps 15 characters of a name: sp_fragguard_expire4 and 6 would be one. */
+	snprintf(run->prog_module[n], sizeof(run->prog_module[n]), "%s", m->name);
+	snprintf(run->prog_name[n], sizeof(run->prog_name[n]), "%s", bpf_program__name(prog));
+	run->nr_progs++;
 }

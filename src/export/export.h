@@ -22,7 +22,14 @@ int sp_prom_textfile_check(const char *dir);
 /* Write DIR/stackpilot.prom now and every every_s seconds from the loop. */
 int sp_prom_textfile_start(const char *dir, const char *pin_dir, unsigned int every_s);
 void sp_prom_textfile_stop(void);
-/* metrics.c: run's --metrics-textfile ('t') and --metrics-listen ('L'). */
+/*
+ * metrics.c: run's --metrics-textfile ('t'), --metrics-listen ('L') and
+ * --metrics-top ('T'). sp_metrics_top: rows of each module's table
+ * (destinations, peers) in the metrics, 0 = none; the run publishes it in
+ * its meta, so `status --prometheus` renders what the run serves.
+ */
+#define SP_METRICS_TOP_DEFAULT	20
+extern unsigned int sp_metrics_top;
 int sp_metrics_opt(int opt, const char *arg);	/* 0, or an exit code after saying why */
 int sp_metrics_start(const char *pin_dir, unsigned int interval_s);
 void sp_metrics_stop(void);

@@ -120,8 +120,16 @@ static int parse_listen(const char *arg)
 	return 0;
 }
 
+unsigned int sp_metrics_top = SP_METRICS_TOP_DEFAULT;
+
 int sp_metrics_opt(int opt, const char *arg)
 {
+	if (opt == 'T') {
+		if (sp_parse_u32(arg, 0, SP_TABLE_ROWS, &sp_metrics_top))
+			return sp_fail(2, "--metrics-top %s: expected rows in [0, %d] (0: no per-destination "
+				       "or per-peer series)", arg, SP_TABLE_ROWS);
+		return 0;
+	}
 	if (opt == 't') {
 		mx.textfile = arg;
 		return sp_prom_textfile_check(arg);

@@ -6,13 +6,21 @@
  * Prometheus; the naming rules live here, in one place:
  *
  *   stackpilot_<module>_<key>      gauges; stackpilot_<module>_<key>_total counters
+ *   a key that starts with its module's word drops it (rehash's rehash_now
+ *   is stackpilot_rehash_now_total, not stackpilot_rehash_rehash_now_total)
  *   unit "bytes" -> _bytes, "seconds" -> _seconds, "ns" -> _seconds (value / 1e9);
  *   a key bytes_<what> in bytes is <what>_bytes (rehash's bytes_delivered)
  *   a group or key "ipv4"/"ipv6" -> label family (one metric, two series)
  *   tables: one metric per numeric column, named after the table
- *   (stackpilot_pmtu_destination_*, stackpilot_fragguard_peer_*), string and
- *   bool columns as labels; at most SP_TABLE_ROWS series per metric; tables
- *   marked no_prom (rows without a stable name) are not exposed
+ *   (stackpilot_pmtu_destination_*, stackpilot_fragguard_peer_*), the string
+ *   columns that name a row as labels; a state is never a label of a
+ *   counter (rate() would break when it changes): a bool column is a 0/1
+ *   gauge of its own, string columns of unit "state" are the labels of one
+ *   gauge <table>_state, always 1; a module's table has at most
+ *   meta.metrics_top rows (run --metrics-top, in the table's own order);
+ *   tables marked no_prom (rows without a stable name) are not exposed
+ *   programs: labels module and program (the full name), never the id,
+ *   which changes at every start
  *
  * Tunables (group "cfg") are configuration, shown by `get`; not exposed.
  * Neither are ratios of two counters (unit "ratio"): rate(a) / rate(b).
@@ -96,6 +104,9 @@ static void metric_name(char *buf, size_t len, const char *prefix, const char *k
 	char k[128];
 	const char *unit = f->unit ? f->unit : "", *suffix = "";
 
+	/* rehash's "rehash_now" is stackpilot_rehash_now: no word twice. */
+	if (!strncmp(key, prefix, strlen(prefix)) && key[strlen(prefix)] == '_')
+		key += strlen(prefix) + 1;
 	snprintf(k, sizeof(k), "%s", key);
 	/* "age_s" in seconds is age_seconds: promtool rejects abbreviated units. */
 	if (!strcmp(unit, "seconds") || !strcmp(unit, "ns")) {
@@ -191,43 +202,76 @@ static const char *table_prefix(const char *key)
 	       !strcmp(key, "targets") ? "target" : key;
 }
 
-static void render_table(FILE *out, const struct sp_table *t, const char *module,
-			 const char *cgroup)
+static bool is_state(const struct sp_field *f)
 {
-	char prefix[96], name[192];
+	return f->type == SP_STRING && f->unit && !strcmp(f->unit, "state");
+}
 
-	if (t->no_prom)
+/* Row r's labels: the cgroup, the string columns that name it, and with states its states. */
+static int row_labels(const struct sp_table *t, int r, const char *cgroup, bool states,
+		      struct lab *l)
+{
+	int n = 0;
+
+	if (cgroup)
+		l[n++] = (struct lab){ "cgroup", cgroup };
+	for (int c = 0; c < t->nr_cols; c++) {
+		const struct sp_field *g = &t->cols[c];
+
+		if (g->type == SP_STRING && (states || !is_state(g)))
+			l[n++] = (struct lab){ strcmp(g->key, "dst") ? g->key : "destination",
+					       t->rows[r][c].s };
+	}
+	return n;
+}
+
+/*
+ * A module's table is at most top rows, its first (each table is in its
+ * own order: pmtu's destinations by connections clamped, then probes;
+ * rehash's by rehashes; fragguard's peers by memory); 0: not at all.
+ */
+static void render_table(FILE *out, const struct sp_table *t, const char *module,
+			 const char *cgroup, unsigned int top)
+{
+	char prefix[96], name[192], help[512];
+	int rows = module && (unsigned int)t->nr_rows > top ? (int)top : t->nr_rows;
+	size_t hl = 0;
+
+	if (t->no_prom || (module && !top))
 		return;
 	snprintf(prefix, sizeof(prefix), "%s%s%s", module ? module : "", module ? "_" : "",
 		 table_prefix(t->key));
 	for (int c = 0; c < t->nr_cols; c++) {
 		const struct sp_field *f = &t->cols[c];
 
-		if (f->type == SP_STRING || f->type == SP_BOOL)
+		if (f->type == SP_STRING) {
+			if (is_state(f) && hl < sizeof(help))
+				hl += snprintf(help + hl, sizeof(help) - hl, "%s%s: %s",
+					       hl ? "; " : "1, its state as labels: ", f->key, f->help);
 			continue;
+		}
 		metric_name(name, sizeof(name), prefix, f->key, f);
 		header(out, name, f->type == SP_COUNTER, f->help);
-		for (int r = 0; r < t->nr_rows; r++) {
+		for (int r = 0; r < rows; r++) {
 			struct lab l[SP_TABLE_COLS + 1];
-			int n = 0;
 
-			if (cgroup)
-				l[n++] = (struct lab){ "cgroup", cgroup };
-			for (int lc = 0; lc < t->nr_cols; lc++) {
-				const struct sp_field *g = &t->cols[lc];
-
-				if (g->type == SP_STRING)
-					l[n++] = (struct lab){ strcmp(g->key, "dst") ? g->key : "destination",
-							       t->rows[r][lc].s };
-				else if (g->type == SP_BOOL)
-					l[n++] = (struct lab){ g->key, t->rows[r][lc].b ? "true" : "false" };
-			}
-			sample(out, name, l, n, f, &t->rows[r][c]);
+			sample(out, name, l, row_labels(t, r, cgroup, false, l), f, &t->rows[r][c]);
 		}
+	}
+	if (!hl)
+		return;
+	snprintf(name, sizeof(name), "stackpilot_%s_state", prefix);
+	header(out, name, false, help);
+	for (int r = 0; r < rows; r++) {
+		const struct sp_field f = { "state", SP_GAUGE, false, "", "" };
+		const struct sp_val one = { .i = 1 };
+		struct lab l[SP_TABLE_COLS + 1];
+
+		sample(out, name, l, row_labels(t, r, cgroup, true, l), &f, &one);
 	}
 }
 
-/* The programs table (status.c): id, name, run_cnt, run_time_ns, avg_ns. */
+/* The programs table (status.c): id, name, module, run_cnt, run_time_ns, avg_ns. */
 static void render_progs(FILE *out, const struct sp_table *t)
 {
 	static const char *const names[] = { "stackpilot_bpf_program_runs_total",
@@ -236,13 +280,13 @@ static void render_progs(FILE *out, const struct sp_table *t)
 		"times the attached BPF program ran (kernel BPF stats, on while `run` lives)",
 		"time spent in the attached BPF program (kernel BPF stats)" };
 
-	if (!t || t->nr_cols < 4)
+	if (!t || t->nr_cols < 5)
 		return;
 	for (int m = 0; m < 2; m++) {
 		header(out, names[m], true, help[m]);
 		for (int r = 0; r < t->nr_rows; r++) {
-			char id[24];
-			struct lab l[2] = { { "program", t->rows[r][1].s }, { "id", id } };
+			/* Not the id: a new one at every start would be a new series. */
+			struct lab l[2] = { { "module", t->rows[r][2].s }, { "program", t->rows[r][1].s } };
 			bool dup = false;
 
 			/* A program attached twice (two devices) is one program: one series. */
@@ -250,8 +294,7 @@ static void render_progs(FILE *out, const struct sp_table *t)
 				dup |= t->rows[q][0].i == t->rows[r][0].i;
 			if (dup)
 				continue;
-			snprintf(id, sizeof(id), "%lld", t->rows[r][0].i);
-			sample(out, names[m], l, 2, &t->cols[2 + m], &t->rows[r][2 + m]);
+			sample(out, names[m], l, 2, &t->cols[3 + m], &t->rows[r][3 + m]);
 		}
 	}
 }
@@ -296,11 +339,20 @@ static int prom_write_one(const char *pin_dir, FILE *out)
 		   NULL, 0, meta.loop_delay_ns, "ns");
 	gauge_unit(out, "stackpilot_loop_delay_max_seconds", "the event loop's largest lateness "
 		   "since the run started", NULL, 0, meta.loop_delay_max_ns, "ns");
-	header(out, "stackpilot_module_loaded", false, "1 for each module the run loaded");
-	for (int i = 0; i < sp_nr_modules; i++)
-		if (meta.modules & (1u << i))
-			gauge(out, "stackpilot_module_loaded", NULL,
-			      &(struct lab){ "module", sp_modules[i]->name }, 1, 1);
+	meta.version[sizeof(meta.version) - 1] = 0;
+	gauge(out, "stackpilot_build_info", "1, with the run's version (stackpilot --version) as a label",
+	      &(struct lab){ "version", meta.version[0] ? meta.version : "unknown" }, 1, 1);
+	header(out, "stackpilot_module_loaded", false, "1 for each module the run loaded; 0 for each "
+	       "it left out because this kernel refuses it (stackpilot probe)");
+	for (int i = 0; i < sp_nr_modules; i++) {
+		/* A cgroup module's has its cgroup, like its other series (dashboards list them). */
+		struct lab l[2] = { { "module", sp_modules[i]->name }, { "cgroup", meta.cgroup } };
+
+		if ((meta.modules | meta.refused) & (1u << i))
+			gauge(out, "stackpilot_module_loaded", NULL, l,
+			      sp_modules[i]->needs_cgroup && meta.cgroup[0] ? 2 : 1,
+			      !!(meta.modules & (1u << i)));
+	}
 	for (int i = 0; i < sp_nr_modules; i++) {
 		const struct sp_module *m = sp_modules[i];
 		const char *cg = m->needs_cgroup ? meta.cgroup : NULL;
@@ -310,7 +362,7 @@ static int prom_write_one(const char *pin_dir, FILE *out)
 		sp_status_module(pin_dir, m, rep);
 		render_recs(out, rep, m->name, cg);
 		for (int t = 0; t < rep->nr_tables; t++)
-			render_table(out, &rep->tables[t], m->name, cg);
+			render_table(out, &rep->tables[t], m->name, cg, meta.metrics_top);
 	}
 	sp_report_reset(rep);
 	sp_targets_report(pin_dir, rep);
@@ -319,7 +371,7 @@ static int prom_write_one(const char *pin_dir, FILE *out)
 		if (!strcmp(rep->tables[t].key, "programs"))
 			render_progs(out, &rep->tables[t]);
 		else
-			render_table(out, &rep->tables[t], NULL, NULL);
+			render_table(out, &rep->tables[t], NULL, NULL, 0);
 	}
 	free(rep);
 	return sp_pin_errors ? 1 : 0;

@@ -52,6 +52,7 @@ int sp_status_read_meta(const char *pin_dir, struct sp_meta *meta)
 static const struct sp_field prog_cols[] = {
 	{ "id", SP_GAUGE, false, "", "the kernel's program id (an identifier)" },
 	{ "name", SP_STRING, false, "", "program name" },
+	{ "module", SP_STRING, false, "", "the module it belongs to" },
 	{ "run_cnt", SP_COUNTER, false, "", "runs since the run enabled BPF stats" },
 	{ "run_time_ns", SP_COUNTER, false, "ns", "time spent in the program" },
 	{ "avg_ns", SP_GAUGE, true, "ns", "average time per run" },
@@ -78,10 +79,17 @@ void sp_status_progs(const struct sp_meta *meta, struct sp_report *rep)
 		if (!(row = sp_table_row(t)))
 			break;
 		row[0].i = info.id;
-		snprintf(row[1].s, sizeof(row[1].s), "%.*s", (int)sizeof(info.name), info.name);
-		row[2].u = info.run_cnt;
-		row[3].u = info.run_time_ns;
-		row[4].d = info.run_cnt ? (double)info.run_time_ns / info.run_cnt : 0;
+		/* The full name the run recorded: the kernel keeps 15 characters. */
+		if (meta->prog_name[i][0])
+			snprintf(row[1].s, sizeof(row[1].s), "%.*s", (int)sizeof(meta->prog_name[i]),
+				 meta->prog_name[i]);
+		else
+			snprintf(row[1].s, sizeof(row[1].s), "%.*s", (int)sizeof(info.name), info.name);
+		snprintf(row[2].s, sizeof(row[2].s), "%.*s", (int)sizeof(meta->prog_module[i]),
+			 meta->prog_module[i]);
+		row[3].u = info.run_cnt;
+		row[4].u = info.run_time_ns;
+		row[5].d = info.run_cnt ? (double)info.run_time_ns / info.run_cnt : 0;
 	}
 }
 
@@ -108,7 +116,7 @@ bool sp_status_module(const char *pin_dir, const struct sp_module *m, struct sp_
 static const struct sp_field target_cols[] = {
 	{ "kind", SP_STRING, false, "", "cgroup or iface" },
 	{ "name", SP_STRING, false, "", "the cgroup's path or the device's name" },
-	{ "state", SP_STRING, false, "", "attached, or gone (removed, or a device deleted)" },
+	{ "state", SP_STRING, false, "state", "attached, or gone (removed, or a device deleted)" },
 	{ "changes", SP_COUNTER, false, "", "times it went or came back" },
 };
 

@@ -163,6 +163,8 @@ void *sp_run_inst(const struct sp_run *run, const struct sp_module *m)
 	return sp_module_find(m->name, &idx) ? run->inst[idx] : NULL;
 }
 
+unsigned int sp_modules_refused;
+
 int sp_fit_modules(unsigned int *mask, unsigned int named)
 {
 	char why[256];
@@ -182,6 +184,7 @@ int sp_fit_modules(unsigned int *mask, unsigned int named)
 			return sp_err("%s", why);
 		sp_log(SP_LOG_WARN, "%s: not started (stackpilot probe)", why);
 		*mask &= ~(1u << i);
+		sp_modules_refused |= 1u << i;
 	}
 	return 0;
 }

@@ -23,6 +23,8 @@ int sp_parse_modules(const char *list, __u32 *mask);
  * to probe, takes nothing out (the load will say what is wrong).
  */
 int sp_fit_modules(unsigned int *mask, unsigned int named);
+/* The modules sp_fit_modules() took out, for any run of this process (metrics). */
+extern unsigned int sp_modules_refused;
 /* The instance of m in run, or NULL when m is not running there. */
 void *sp_run_inst(const struct sp_run *run, const struct sp_module *m);
 const struct sp_tunable *sp_tunable_find(const char *key,

@@ -92,7 +92,7 @@ t_docs_module_artifacts() {
 			missing="$missing stackpilot.rst-SEE-ALSO:$m"
 		jq -e --arg m "$m" 'any(.panels[]; .type == "row" and .title == $m)' "$dash" >/dev/null ||
 			missing="$missing grafana-row:$m"
-		jq -r '.. | .expr? // empty' "$dash" | grep -q "stackpilot_${m}_" ||
+		jq -r '.. | .expr? // empty' "$dash" | has "stackpilot_${m}_" ||
 			missing="$missing grafana-query:$m"
 	done
 	[ -n "$m" ] || fail "stackpilot --help lists no modules"

@@ -90,6 +90,30 @@ t_fragguard_spoofed_flood() {
 	awk "BEGIN { exit !($with > 90) }" || fail "victim delivered only $with% during a spoofed flood, expected > 90%"
 }
 
+# refused_known counts the refusals of peers in the known pool, and only
+# those (what the alert on a refused victim watches): an unknown hog's
+# leave it at 0; the known peer, held under load to a limit of 16 KiB while
+# it floods, is counted, in JSON and in Prometheus alike.
+t_fragguard_refused_known() {
+	frag_topo 2; udp_servers 2
+	sp_start --modules fragguard --iface rp1 --iface rp2
+	udp_delivered 2 3 5M >/dev/null	# peer 2 becomes known
+	sp_json '.modules.fragguard.top_peers[] | select(.peer == "10.50.2.2") | .known' | has -x true ||
+		fail "peer 2 not known after 3 s of streaming"
+	peer 1 "$FRAGFLOOD" 10.50.1.1 3000 >/dev/null || fail "flood: exit $?"
+	sleep 0.3
+	assert_ge "$(sp_num .modules.fragguard.refused_peer_limit)" 100 "hog datagrams refused"
+	assert_eq "$(sp_num .modules.fragguard.refused_known)" 0 "refusals of known peers after an unknown hog"
+	sp_ctl set fragguard.peer_limit_kb=16 fragguard.load_pct=1 >/dev/null || fail "set: exit $?"
+	peer 2 "$FRAGFLOOD" 10.50.2.1 3000 >/dev/null || fail "flood from the known peer: exit $?"
+	sleep 0.3
+	local known=$(sp_num .modules.fragguard.refused_known) prom
+	echo "refused_known $known; $(sp_json '.modules.fragguard | {refused_peer_limit, refused_fair_share, refused_age}')"
+	assert_ge "$known" 100 "refusals of the known peer"
+	prom=$(sp_ctl status --prometheus | awk '$1 == "stackpilot_fragguard_refused_known_total" { print $2 }')
+	assert_ge "$prom" "$known" "stackpilot_fragguard_refused_known_total"
+}
+
 # IPv6 fragments of a peer are tracked and delivered.
 t_fragguard_ipv6_stream() {
 	frag_topo 1; udp_servers 1

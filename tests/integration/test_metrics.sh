@@ -54,10 +54,10 @@ t_metrics_prometheus() {
 	promtool_clean "$TMP/p2"
 	after=$(prom_val "$TMP/p2" stackpilot_tcpstats_active_opens_total)
 	assert_eq "$((after - before))" 3 "active_opens_total increase"
-	assert_ge "$(grep '^stackpilot_bpf_program_runs_total{program="sp_tcpstats",' "$TMP/p2" |
+	assert_ge "$(grep '^stackpilot_bpf_program_runs_total{module="tcpstats",program="sp_tcpstats"}' "$TMP/p2" |
 		awk '{ print $NF }')" 3 "sp_tcpstats runs"
 	# ns become seconds: a fraction, never a count of ns.
-	grep -E '^stackpilot_bpf_program_run_seconds_total\{program="sp_tcpstats".*\} [0-9]+\.[0-9]{9}$' \
+	grep -E '^stackpilot_bpf_program_run_seconds_total\{module="tcpstats",program="sp_tcpstats"\} [0-9]+\.[0-9]{9}$' \
 		"$TMP/p2" >/dev/null || fail "run_seconds: $(grep run_seconds "$TMP/p2")"
 }
 
@@ -88,7 +88,7 @@ t_metrics_rehash_tables() {
 	prom=$(grep -F 'stackpilot_rehash_destination_rehashes{' "$TMP/p" | grep -F 'destination="fd02::2"' |
 		awk '{ print $NF }')
 	assert_eq "$prom" "$sum" "stackpilot_rehash_destination_rehashes of fd02::2"
-	assert_eq "$(prom_val "$TMP/p" stackpilot_rehash_rehash_now_total)" "$(jq "$q.rehash_now" "$TMP/s.json")" \
+	assert_eq "$(prom_val "$TMP/p" stackpilot_rehash_now_total)" "$(jq "$q.rehash_now" "$TMP/s.json")" \
 		"rehash_now in Prometheus and JSON"
 	assert_ge "$(prom_val "$TMP/p" stackpilot_rehash_delivered_bytes_total)" 1000000 "delivered bytes"
 	! grep -qE 'sport=|stackpilot_rehash_(connections|windows)_|per_mb' "$TMP/p" || fail "connections or windows exposed"
@@ -126,13 +126,20 @@ t_metrics_grafana_dashboard() {
 		grep -q "^# TYPE $m " "$TMP/p" || missing="$missing $m"
 	done
 	[ -z "$missing" ] || fail "the dashboard names metrics that are not exposed:$missing"
+	# A fleet's dashboard: runs chosen by instance, then by cgroup, and the
+	# cgroup modules' queries follow the cgroup variable.
+	jq -e '[.templating.list[].name] | index("instance") and index("cgroup")' "$dash" >/dev/null ||
+		fail "no instance and cgroup variables: $(jq -c '[.templating.list[].name]' "$dash")"
+	missing=$(jq -r '.panels[].targets[]?.expr' "$dash" | grep -E 'stackpilot_(tcpstats|rehash|pmtu)_' |
+		grep -v 'cgroup=~"\$cgroup"')
+	[ -z "$missing" ] || fail "cgroup module queries without the cgroup variable: $missing"
 }
 
 # --metrics-textfile: the file appears, complete, is rewritten every
 # interval through a rename, and node_exporter's textfile collector serves it.
 t_metrics_textfile() {
 	need_tool promtool prometheus
-	local dir=$TMP/textfile ino1 ino2 port
+	local dir=$TMP/textfile ino1 ino2 port held
 	mkdir "$dir" && chmod 755 "$TMP" "$dir"
 	make_cgroup
 	mx_start "$CG" --interval 1 --metrics-textfile "$dir"
@@ -142,9 +149,13 @@ t_metrics_textfile() {
 	promtool_clean "$TMP/t1"
 	# Complete: the last metric of the exposition is there.
 	grep -q '^# TYPE stackpilot_bpf_program_run_seconds_total counter' "$TMP/t1" || fail "truncated: $(tail -5 "$TMP/t1")"
+	# Held open meanwhile: ext4 would give a freed inode number to the next
+	# file, and after two rewrites the path could have this one's again.
+	exec {held}<"$dir/stackpilot.prom"
 	ino1=$(stat -c %i "$dir/stackpilot.prom")
 	sleep 2.2
 	ino2=$(stat -c %i "$dir/stackpilot.prom")
+	exec {held}<&-
 	[ "$ino1" != "$ino2" ] || fail "not rewritten (same inode after 2 s)"
 	[ "$(ls -A "$dir")" = stackpilot.prom ] || fail "other files in $dir: $(ls -A "$dir")"
 	if command -v prometheus-node-exporter >/dev/null; then
@@ -174,7 +185,7 @@ t_metrics_textfile() {
 # symlink; after kill -9, the next run in the namespace removes the file,
 # whose counters would otherwise look current for good.
 t_metrics_textfile_folder_checked() {
-	local dir=$TMP/tf out rc ino
+	local dir=$TMP/tf out rc ino held
 	mkdir -m 755 "$dir" "$TMP/other"
 	make_cgroup
 	# A namespace of its own: the state file of the killed run is for our next run only.
@@ -193,9 +204,11 @@ t_metrics_textfile_folder_checked() {
 	for _ in $(seq 30); do [ -e "$dir/stackpilot.prom" ] && break; sleep 0.1; done
 	[ -e "$dir/stackpilot.prom" ] || fail "no $dir/stackpilot.prom"
 	mv "$dir" "$TMP/tf.moved" && ln -s "$TMP/other" "$dir" || fail "swap: exit $?"
+	exec {held}<"$TMP/tf.moved/stackpilot.prom"	# its inode number not reused meanwhile
 	ino=$(stat -c %i "$TMP/tf.moved/stackpilot.prom")
 	sleep 2.2
 	[ "$(stat -c %i "$TMP/tf.moved/stackpilot.prom")" != "$ino" ] || fail "not rewritten in the folder it opened"
+	exec {held}<&-
 	assert_eq "$(ls -A "$TMP/other")" "" "files written through the symlink"
 	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	[ ! -e "$TMP/tf.moved/stackpilot.prom" ] || fail "stackpilot.prom left after the run stopped"
@@ -373,7 +386,7 @@ t_metrics_prometheus_server() {
 	# variables as Grafana would fill them.
 	local e st
 	jq -r '.panels[].targets[]?.expr' "$ROOT/dist/grafana/stackpilot.json" |
-		sed -e 's/\$__rate_interval/1m/g' -e 's/\$instance/.*/g' >"$TMP/exprs"
+		sed -e 's/\$__rate_interval/1m/g' -e 's/\$instance/.*/g' -e 's/\$cgroup/.*/g' >"$TMP/exprs"
 	assert_ge "$(wc -l <"$TMP/exprs")" 20 "dashboard queries"
 	while IFS= read -r e; do
 		st=$(ip netns exec "$NS_A" curl -s --max-time 2 "http://127.0.0.1:$pport/api/v1/query" \
@@ -415,4 +428,154 @@ t_metrics_man_pages() {
 	done
 	[ -z "$missing" ] || fail "not in the man pages:$missing"
 	[ -z "$stale" ] || fail "named by a man page, not exposed:$stale"
+}
+
+# What a fleet keeps for months (issue 27): in the exposition of a run of
+# every module with a pmtu destination and a target in its tables, no
+# counter series has a label that is a state (state, method, known) or an
+# id, no metric name repeats a word (stackpilot_rehash_rehash_now_total),
+# states are gauges, and programs are named by module and full name.
+t_metrics_fleet_labels() {
+	local bad
+	make_cgroup
+	mx_start "$CG"
+	ip netns exec "$NS_A" "$TCPTOOL" server 5201 >/dev/null &
+	BG_PIDS+=($!)
+	sleep 0.2
+	in_cgroup nsenter --net="/run/netns/$NS_A" "$TCPTOOL" client 10.77.0.2 5201 10000 2 >/dev/null ||
+		fail "client in cgroup"
+	sp_ctl status --prometheus >"$TMP/p" || fail "status --prometheus exit $?"
+	# The tables are there to be judged: a destination, a target.
+	has '^stackpilot_pmtu_destination_probes_total{.*destination="10.77.0.2"' "$TMP/p" ||
+		fail "no pmtu destination row: $(grep destination_ "$TMP/p" | head -3)"
+	has '^stackpilot_target_changes_total{' "$TMP/p" || fail "no target row"
+	# One pass: the counters by their TYPE line, then the label names of each of their series.
+	bad=$(awk '$1 == "#" && $2 == "TYPE" { counter[$3] = $4 == "counter"; next }
+		/^#/ { next }
+		{ name = $1; sub(/\{.*/, "", name); n++
+		  if (!counter[name]) next
+		  c++; labels = $1; sub(/^[^{]*/, "", labels)
+		  while (match(labels, /[{,][a-z_]+="/)) {
+			k = substr(labels, RSTART + 1, RLENGTH - 3)
+			if (k ~ /^(state|method|known|id)$/) print name " has label " k
+			labels = substr(labels, RSTART + RLENGTH)
+			sub(/^([^"\\]|\\.)*"/, "", labels)
+		  } }
+		END { if (c < 60) print "only " c " counter series of " n }' "$TMP/p")
+	[ -z "$bad" ] || fail "$bad"
+	bad=$(awk '$1 == "#" && $2 == "TYPE" { print $3 }' "$TMP/p" | grep -E '_([a-z0-9]+)_\1(_|$)')
+	[ -z "$bad" ] || fail "names that repeat a word: $bad"
+	# The states are gauges: a destination's state and method, a peer's known, a target's state.
+	grep -q '^# TYPE stackpilot_pmtu_destination_state gauge$' "$TMP/p" || fail "no pmtu destination state gauge"
+	has '^stackpilot_pmtu_destination_state{.*destination="10.77.0.2",state="[a-z_]*",method="[a-z]*"} 1$' "$TMP/p" ||
+		fail "state of 10.77.0.2: $(grep destination_state "$TMP/p")"
+	grep -q '^# TYPE stackpilot_fragguard_peer_known gauge$' "$TMP/p" || fail "no peer known gauge"
+	has '^stackpilot_target_state{kind="iface",name="v'"$ID"'a",state="attached"} 1$' "$TMP/p" ||
+		fail "target state: $(grep target_ "$TMP/p")"
+	# Programs: module and full name (the kernel's would be sp_fragguard_dr).
+	has '^stackpilot_bpf_program_runs_total{module="fragguard",program="sp_fragguard_drops"} ' "$TMP/p" ||
+		{ need_feature frag_drop_reasons; fail "programs: $(grep program_runs "$TMP/p")"; }
+	has '^stackpilot_bpf_program_runs_total{module="pmtu",program="sp_pmtu"} ' "$TMP/p" ||
+		fail "programs: $(grep program_runs "$TMP/p")"
+}
+
+# stackpilot_build_info carries the version `stackpilot --version` prints,
+# once; a module the kernel refuses (bpf_loop switched off for the run:
+# fragguard cannot run) is module_loaded 0, the others 1.
+t_metrics_build_info() {
+	local v
+	v=$("$SP" --version | awk '{ print $2 }')
+	[ -n "$v" ] || fail "stackpilot --version: $("$SP" --version)"
+	make_cgroup
+	SP_PROBE_OFF=bpf_loop mx_start "$CG"
+	grep -q 'fragguard.*not started' "$TMP/sp.err" || fail "fragguard not refused: $(sp_said)"
+	sp_ctl status --prometheus >"$TMP/p" || fail "status --prometheus exit $?"
+	assert_eq "$(grep -c '^stackpilot_build_info' "$TMP/p")" 1 "build_info series"
+	has "^stackpilot_build_info{version=\"$v\"} 1\$" "$TMP/p" || fail "build_info: $(grep build_info "$TMP/p")"
+	has '^stackpilot_module_loaded{module="fragguard"} 0$' "$TMP/p" ||
+		fail "refused fragguard: $(grep module_loaded "$TMP/p")"
+	has "^stackpilot_module_loaded{module=\"pmtu\",cgroup=\"$CG\"} 1\$" "$TMP/p" ||
+		fail "pmtu loaded: $(grep module_loaded "$TMP/p")"
+	! has '^stackpilot_fragguard_' "$TMP/p" || fail "fragguard series of a module not loaded"
+}
+
+# run --metrics-top N: each module's table has at most N rows in the
+# metrics (status keeps them all), pmtu's busiest first; 0: none. 30 pmtu
+# destinations restored from a crafted state file, and connections to one
+# of them (clamped, so the busiest).
+t_metrics_top_cap() {
+	local f cookie now i n clamped
+	make_cgroup
+	local STATE=$TMP/state
+	mkdir -m 700 "$STATE"
+	mk_netns "$NS_A"
+	now=$(date +%s)
+	cookie=$(ip netns exec "$NS_A" python3 -c 'import socket; s = socket.socket(); print(int.from_bytes(s.getsockopt(socket.SOL_SOCKET, 71, 8), "little"))')
+	f=$STATE/cgroup-sp-test-$ID.pmtu
+	{
+		echo "cgroup sp-test-$ID"
+		echo "boot $(cat /proc/sys/kernel/random/boot_id)"
+		for i in $(seq 30); do
+			echo "dst 4 10.78.0.$i netns=$cookie nsino=0 low=1400 high=1401 state=2 expires=$((now + 300))"
+		done
+		echo "dst 4 10.77.0.2 netns=$cookie nsino=0 low=1400 high=1401 state=2 expires=$((now + 300))"
+	} >"$f"
+	chmod 600 "$f"
+	veth "$NS_A" "v${ID}a" "$NS_A" "v${ID}b"
+	ip -n "$NS_A" addr add 10.77.0.1/24 dev "v${ID}a"
+	ip -n "$NS_A" addr add 10.77.0.2/24 dev "v${ID}b"
+	top() { # top N: the run with --metrics-top N (none: the default), its exposition in $TMP/p$1
+		: >"$TMP/sp.err"
+		sp_spawn nsenter --net="/run/netns/$NS_A" "$SP" run --pin-path "$PIN" --interval 0 \
+			--cgroup "sp-test-$ID" --modules pmtu --state-dir "$STATE" --persist ${1:+--metrics-top "$1"}
+		ip netns exec "$NS_A" "$TCPTOOL" server 5201 >/dev/null &
+		local srv=$!
+		sleep 0.2
+		in_cgroup nsenter --net="/run/netns/$NS_A" "$TCPTOOL" client 10.77.0.2 5201 1000 3 >/dev/null ||
+			fail "client in cgroup"
+		kill "$srv"; wait "$srv" 2>/dev/null
+		sp_ctl status --prometheus >"$TMP/p${1:-d}" || fail "status --prometheus exit $?"
+		assert_ge "$(sp_json '.modules.pmtu.destinations | length')" 31 "destinations in status"
+		clamped=$(sp_json '.modules.pmtu.destinations[] | select(.dst == "10.77.0.2") | .clamped')
+		sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
+	}
+	top 5
+	top 0
+	top
+	for n in 5 d; do
+		# Every per-destination metric: at most N series, and the busiest first.
+		awk '/^stackpilot_pmtu_destination_/ { sub(/\{.*/, "", $1); c[$1]++ } END { for (m in c) print m, c[m] }' \
+			"$TMP/p$n" >"$TMP/c$n"
+		assert_eq "$(wc -l <"$TMP/c$n")" 10 "per-destination metrics with --metrics-top $n"
+		assert_eq "$(awk '{ print $2 }' "$TMP/c$n" | sort -u)" "$([ $n = d ] && echo 20 || echo 5)" \
+			"series of each per-destination metric with --metrics-top $n: $(cat "$TMP/c$n")"
+		# Where the kernel refuses the clamp (before 6.1), nothing is busier than another.
+		[ "$clamped" = 0 ] ||
+			assert_eq "$(grep '^stackpilot_pmtu_destination_clamped_total{' "$TMP/p$n" | head -1 |
+				sed 's/.*destination="\([^"]*\)".*/\1/')" 10.77.0.2 "busiest destination first"
+	done
+	! grep -q '^stackpilot_pmtu_destination_' "$TMP/p0" || fail "--metrics-top 0: $(grep -m3 destination_ "$TMP/p0")"
+	has '^stackpilot_pmtu_entries_searched{.*} 31$' "$TMP/p0" || fail "entries by state: $(grep entries_ "$TMP/p0")"
+	echo "series: $(grep -vc '^#' "$TMP/p0") with --metrics-top 0, $(grep -vc '^#' "$TMP/p5") with 5," \
+		"$(grep -vc '^#' "$TMP/pd") with the default (20); 31 destinations"
+	"$SP" run --pin-path "$PIN" --metrics-top 101 >/dev/null 2>"$TMP/e"
+	assert_eq "$?" 2 "--metrics-top 101"
+	grep -q -- "--metrics-top 101: expected rows in \[0, 100\]" "$TMP/e" || fail "$(cat "$TMP/e")"
+}
+
+# dist/prometheus/alerts.yml is a valid rule file, and its unit tests
+# (alerts_test.yml: a series that fires each alert, one that does not) pass.
+t_metrics_alert_rules() {
+	need_tool promtool prometheus
+	local d=$ROOT/dist/prometheus a m
+	promtool check rules "$d/alerts.yml" >"$TMP/o" 2>&1 || fail "promtool check rules: $(cat "$TMP/o")"
+	grep -q 'SUCCESS: 5 rules found' "$TMP/o" || fail "$(cat "$TMP/o")"
+	promtool test rules "$d/alerts_test.yml" >"$TMP/o" 2>&1 || fail "promtool test rules: $(cat "$TMP/o")"
+	# Every alert has a test, and every metric a rule names is exposed by name in docs/metrics.md.
+	for a in $(sed -n 's/^ *- alert: //p' "$d/alerts.yml"); do
+		grep -q "alertname: $a\$" "$d/alerts_test.yml" || fail "no test of $a"
+	done
+	for m in $(grep -o 'stackpilot_[a-z0-9_]*' "$d/alerts.yml" | sort -u); do
+		grep -q "^| \`$m\` |" "$ROOT/docs/metrics.md" || fail "$m: not a metric of docs/metrics.md"
+	done
 }

@@ -228,12 +228,12 @@ static int start(struct sp_run *run, void **inst)
 			return -1;
 		bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_ifs), &ifx, &in->netns, BPF_ANY);
 	}
-	sp_run_add_prog(run, prog_fd);
+	sp_run_add_prog(run, &sp_mod_fragguard, skel->progs.sp_fragguard);
 	if (sp_has(SP_F_FRAG_REASONS)) {
 		in->drops_link = bpf_program__attach(skel->progs.sp_fragguard_drops);
 		if (!in->drops_link)
 			return sp_err("fragguard: attach tp_btf/kfree_skb: %s", strerror(errno));
-		sp_run_add_prog(run, bpf_program__fd(skel->progs.sp_fragguard_drops));
+		sp_run_add_prog(run, &sp_mod_fragguard, skel->progs.sp_fragguard_drops);
 	} else if (expire_by_fentry()) {
 		struct bpf_program *p[2] = { skel->progs.sp_fragguard_expire4, skel->progs.sp_fragguard_expire6 };
 

@@ -35,6 +35,9 @@ const struct sp_counter sp_fg_counters[SP_FG_NR] = {
 	[SP_FG_K_TIMEOUT] = { "kernel_drop_timeout", "kernel drops: reassembly timeout (fragments; queues where fexit sees the expiry)" },
 	[SP_FG_K_DUP] = { "kernel_drop_dup", "kernel drops: duplicate fragment" },
 	[SP_FG_K_TOO_FAR] = { "kernel_drop_too_far", "kernel drops: fragment too far (ipfrag_max_dist)" },
+	[SP_FG_REF_KNOWN] = { "refused_known", "refusals of peers in the known pool (new datagrams over "
+			      "peer_limit or fair share under load, or too old): a legitimate peer "
+			      "refused, or its address spoofed" },
 	[SP_FG_ORPHANED] = { "orphaned", "fragments passed unjudged: the run stopped feeding the filter (a killed run's clsact filter)" },
 };
 

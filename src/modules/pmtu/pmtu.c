@@ -166,39 +166,61 @@ static const struct sp_field dst_cols[] = {
 	{ "low_mtu", SP_GAUGE, false, "bytes", "largest size known to pass" },
 	{ "high_mtu", SP_GAUGE, false, "bytes", "smallest size known not to pass; 0: none" },
 	{ "low_mss", SP_GAUGE, false, "bytes", "the MSS later connections start with" },
-	{ "state", SP_STRING, false, "", "learned, suspect, searched, no_probe or asked" },
+	{ "state", SP_STRING, false, "state", "learned, suspect, searched, no_probe or asked" },
 	{ "age_s", SP_GAUGE, true, "seconds", "since the entry last changed" },
 	{ "probes", SP_COUNTER, false, "", "probes sent to it" },
 	{ "clamped", SP_COUNTER, false, "", "connections started with its MSS" },
 	{ "route_mtu", SP_GAUGE, false, "bytes", "MTU of our route to it; 0: none" },
-	{ "method", SP_STRING, false, "", "what answered its last search (echo, syn), or what the kernel found (icmp, kernel), or empty" },
+	{ "method", SP_STRING, false, "state", "what answered its last search (echo, syn), or what the kernel found (icmp, kernel), or empty" },
 	{ "port", SP_GAUGE, false, "", "TCP port of the SYN probes that answered; 0: none" },
 	{ "probe_bytes", SP_COUNTER, false, "bytes", "IP bytes of the probes sent to it" },
 };
 
+/* Row order: connections started with its MSS, then probes sent to it (most first). */
+static bool busier(const struct sp_val *a, const struct sp_val *b)
+{
+	return a[7].u != b[7].u ? a[7].u > b[7].u : a[6].u > b[6].u;
+}
+
+static int by_use(const void *a, const void *b)
+{
+	return busier(a, b) ? -1 : busier(b, a) ? 1 : 0;
+}
+
+/*
+ * Every entry of the map is counted by state; the table holds the
+ * SP_TABLE_ROWS (100) busiest, busiest first, so the metrics' top N
+ * (run --metrics-top) are the destinations that matter, not map order.
+ */
 static void report(const char *pin_dir, struct sp_report *rep)
 {
 	int fd = sp_open_pinned(pin_dir, "pmtu_dsts");
 	struct sp_pmtu_key k, next;
 	struct sp_pmtu_entry e;
 	struct sp_table *t;
-	struct sp_val *row;
+	struct sp_val *row, cand[SP_TABLE_COLS];
 	void *prev = NULL;
 	__u64 now = pmtu_now_ns();
+	long long by_state[5] = {};
 
 	if (fd < 0)
 		return;
-	t = sp_table_add(rep, "destinations", "what is known of each destination's path MTU",
+	t = sp_table_add(rep, "destinations", "what is known of each destination's path MTU, "
+			 "at most 100, by connections clamped, then probes",
 			 dst_cols, sizeof(dst_cols) / sizeof(dst_cols[0]));
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		int v6 = next.family == AF_INET6;
+		int v6 = next.family == AF_INET6, least = 0;
 
 		k = next;
 		prev = &k;
 		if (bpf_map_lookup_elem(fd, &k, &e))
 			continue;
-		if (!(row = sp_table_row(t)))
-			break;	/* a full table: at most SP_TABLE_ROWS (100) shown */
+		if (e.state < 5)
+			by_state[e.state]++;
+		if (!t)
+			continue;
+		row = cand;
+		memset(cand, 0, sizeof(cand));
 		inet_ntop(v6 ? AF_INET6 : AF_INET, k.addr, row[0].s, sizeof(row[0].s));
 		row[1].i = e.low;
 		row[2].i = e.high;
@@ -212,8 +234,28 @@ static void report(const char *pin_dir, struct sp_report *rep)
 			 e.method < sizeof(methods) / sizeof(methods[0]) ? methods[e.method] : "?");
 		row[10].i = e.port;
 		row[11].u = e.probe_bytes;
+		/* A full table: the new entry takes the place of the least busy, if busier. */
+		if (t->nr_rows == SP_TABLE_ROWS) {
+			for (int i = 1; i < t->nr_rows; i++)
+				if (busier(t->rows[least], t->rows[i]))
+					least = i;
+			if (busier(cand, t->rows[least]))
+				memcpy(t->rows[least], cand, sizeof(cand));
+		} else if ((row = sp_table_row(t))) {
+			memcpy(row, cand, sizeof(cand));
+		}
 	}
 	close(fd);
+	if (t)
+		qsort(t->rows, t->nr_rows, sizeof(t->rows[0]), by_use);
+	/* Whole-map counts: bounded series, whatever the table shows. */
+	for (int i = 0; i < 5; i++)
+		sp_rec_gauge(rep, "entries", states[i], by_state[i], "",
+			     i == SP_PM_S_NOPROBE ? "destinations whose probes get no answer: not searched again "
+			     "before they expire" : i == SP_PM_S_SEARCHED ? "destinations with a finished search" :
+			     i == SP_PM_S_LEARNED ? "destinations learned from connections only" :
+			     i == SP_PM_S_SUSPECT ? "destinations suspected of a black hole, search pending" :
+			     "new destinations, search asked");
 }
 
 /*
