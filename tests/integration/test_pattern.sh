@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: GPL-2.0
+# [cgroup PATTERN] sections (issue 27): an instance per cgroup a pattern
+# matches, attached as the cgroup appears and dropped as it goes; matches
+# that would nest in another section's cgroup refused; podman containers.
+
+# Children PATH ... of the test's cgroup (any depth), removed with it on exit.
+pat_tree() {
+	local c
+	[ -d "$CG" ] || make_cgroup
+	for c in "$@"; do mkdir -p "$CG/$c" || fail "mkdir $CG/$c"; done
+	on_exit 'find "$CG" -mindepth 1 -depth -type d -exec rmdir {} \;'
+}
+
+# A config at $TMP/sp.conf: pins in $PIN, then "$@" as its lines.
+pat_conf() { { echo "pin-path = $PIN"; printf '%s\n' "$@"; } >"$TMP/sp.conf"; }
+pat_start() { : >"$TMP/sp.err"; sp_spawn "$SP" run --config "$TMP/sp.conf" --interval 0 --state-dir "$TMP/state" "$@"; }
+
+# The pin folder of child cgroup C of the test's cgroup.
+pat_pins() { echo "$PIN/sp-test-$ID:$(echo "$1" | sed 's|/|:|g; s|\.|+|g')"; }
+attached() { [ -e "$(pat_pins "$1")/meta" ] && [ -n "$(cgroup_progs "$CG/$1")" ]; }
+detached() { [ ! -e "$(pat_pins "$1")" ]; }
+pat_wait() { for _ in $(seq 30); do "$@" && return 0; sleep 0.1; done; return 1; }
+
+# '*' within a level, '**' across levels: what matches is attached as it is
+# made, and dropped (pins and programs gone) as it is removed; what does not
+# match is left alone.
+t_pattern_attach_drop() {
+	local p
+	pat_tree a/x
+	pat_conf "[cgroup sp-test-$ID/*/c-*]" "modules = tcpstats" \
+		"[cgroup sp-test-$ID/deep/**/leaf]" "modules = tcpstats"
+	pat_start
+	grep -q "2 patterns matching 0" "$TMP/sp.out" || fail "attached line: $(cat "$TMP/sp.out")"
+	mkdir -p "$CG/a/c-1" "$CG/b/c-2" "$CG/a/x/c-3" "$CG/c-4" "$CG/deep/leaf" "$CG/deep/1/2/leaf" "$CG/deep/1/other"
+	pat_wait attached a/c-1 || fail "a/c-1 not attached: $(sp_said)"
+	pat_wait attached b/c-2 || fail "b/c-2 (its parent made with it) not attached: $(sp_said)"
+	pat_wait attached deep/leaf || fail "deep/leaf ('**' as zero levels) not attached: $(sp_said)"
+	pat_wait attached deep/1/2/leaf || fail "deep/1/2/leaf ('**' as two levels) not attached: $(sp_said)"
+	sleep 0.5
+	for p in a/x/c-3 c-4 deep/1/other a b deep; do
+		[ -z "$(cgroup_progs "$CG/$p")" ] || fail "$p matches no pattern but has programs"
+	done
+	grep -q "cgroup sp-test-$ID/a/c-1 (matches \[cgroup sp-test-$ID/\*/c-\*\]): attached tcpstats" "$TMP/sp.err" ||
+		fail "no attached line naming the pattern: $(sp_said)"
+	p=$(cgroup_progs "$CG/a/c-1")
+	rmdir "$CG/a/c-1" || fail "rmdir a/c-1"
+	pat_wait detached a/c-1 || fail "pins of the removed a/c-1 left"
+	grep -q "cgroup sp-test-$ID/a/c-1 (matches .*) is gone: dropped" "$TMP/sp.err" || fail "no dropped line: $(sp_said)"
+	[ -z "$(progs_loaded $p)" ] || fail "programs of a/c-1 still loaded: $(progs_loaded $p)"
+	attached b/c-2 || fail "b/c-2 lost its programs"
+	# Back: a new instance, as a new container would be.
+	mkdir "$CG/a/c-1" && pat_wait attached a/c-1 || fail "a/c-1 not attached when made again"
+	sp_stop || fail "stackpilot run exited $?: $(sp_said)"
+	[ -z "$(ls "$PIN" 2>/dev/null)" ] || fail "pins left after the run: $(ls "$PIN")"
+}
+
+# A match inside (or holding) another section's cgroup with a module of
+# both is refused with a line naming both; one with other modules is not;
+# and the refused one is attached once the other goes.
+t_pattern_nesting_refused() {
+	pat_tree outer
+	pat_conf "[cgroup sp-test-$ID/outer]" "modules = tcpstats" \
+		"[cgroup sp-test-$ID/**/c-*]" "modules = tcpstats"
+	pat_start
+	mkdir "$CG/outer/c-1" "$CG/c-2"
+	pat_wait attached c-2 || fail "c-2 not attached: $(sp_said)"
+	pat_wait grep -q "sp-test-$ID/outer/c-1 (matches .*): not attached: is inside \[cgroup sp-test-$ID/outer\] at line 2, and both run tcpstats" "$TMP/sp.err" ||
+		fail "no refusal line for outer/c-1: $(sp_said)"
+	[ -z "$(cgroup_progs "$CG/outer/c-1")" ] || fail "outer/c-1 attached inside outer"
+	attached outer || fail "outer lost its programs"
+	[ "$(grep -c "outer/c-1 (matches" "$TMP/sp.err")" = 1 ] || fail "refusal said more than once: $(grep "outer/c-1" "$TMP/sp.err")"
+	sp_stop || fail "stackpilot run exited $?: $(sp_said)"
+	# A pattern that matches below another pattern's match.
+	pat_conf "[cgroup sp-test-$ID/p-*]" "modules = tcpstats" "[cgroup sp-test-$ID/p-*/q-*]" "modules = tcpstats"
+	mkdir "$CG/p-1"
+	pat_start
+	mkdir "$CG/p-1/q-1"
+	pat_wait grep -q "sp-test-$ID/p-1/q-1 (matches .*): not attached: is inside cgroup sp-test-$ID/p-1 (matches \[cgroup sp-test-$ID/p-\*\] at line 2)" "$TMP/sp.err" ||
+		fail "no refusal line for p-1/q-1: $(sp_said)"
+	sp_stop || fail "stackpilot run exited $?: $(sp_said)"
+}
+
+# What a pattern may be: '**' a whole level, not every cgroup; check-config
+# says a pattern's pins are per match.
+t_pattern_config_checked() {
+	local out
+	pat_conf "[cgroup a/b**/c]" "modules = tcpstats"
+	out=$("$SP" check-config "$TMP/sp.conf" 2>&1) && fail "a**: check-config passed"
+	echo "$out" | has "sp.conf:2: cgroup a/b\*\*/c: '\*\*' must be a whole level" || fail "a**: $out"
+	pat_conf "[cgroup **]" "modules = tcpstats"
+	out=$("$SP" check-config "$TMP/sp.conf" 2>&1) && fail "**: check-config passed"
+	echo "$out" | has "matches every cgroup" || fail "**: $out"
+	pat_conf "[cgroup machine.slice/libpod-*.scope]" "modules = tcpstats"
+	out=$("$SP" check-config "$TMP/sp.conf" 2>&1) || fail "a good pattern: $out"
+	echo "$out" | has "cgroup machine.slice/libpod-\*.scope: a pattern; each cgroup it matches has its pins in $PIN/NAME" || fail "check-config: $out"
+}
