@@ -35,6 +35,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <bpf/bpf.h>
 #include "core/sp.h"
@@ -67,6 +68,17 @@ struct inst {
 #define WATCH_MASK (IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_ONLYDIR)
 /* A full walk of the patterns every this many checks, in case an event was lost. */
 #define SCAN_CHECKS 25
+/*
+ * What a match may take of the machine (docs/configuration.md has the
+ * numbers): file descriptors kept free for the rest of the run (metrics
+ * connections, state files, a reload), memory left to others, and what a
+ * match is taken to need before one was measured (all cgroup modules: 49
+ * descriptors; 0.5 MB of our memory and 1.7 MB of the kernel's).
+ */
+#define FD_RESERVE 256
+#define MEM_RESERVE_KB (128 << 10)
+#define FDS_GUESS 64
+#define MEM_GUESS_KB (4 << 10)
 
 static struct {
 	struct sp_config *cfg;
@@ -74,8 +86,9 @@ static struct {
 	int n;
 	struct inst **m;		/* the patterns' matches */
 	int nm, m_cap;
-	int limit;			/* of attached matches (sp_limit_instances) */
-	bool limit_said;		/* the limit was logged, and is still reached */
+	int limit;			/* of matches: what status reads back */
+	int fds_per;			/* descriptors the last match attached took; 0: none yet */
+	int limit_at;			/* matches when the limit was said; 0: not reached */
 	int checks;
 	struct inst *ifaces;		/* NULL without iface = */
 	char mnt[256];
@@ -330,13 +343,66 @@ static int live_matches(void)
 	return n;
 }
 
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 3;	/* ".", ".." and the folder's own */
+}
+
+static long mem_available_kb(void)
+{
+	char line[128];
+	long kb = -1;
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %ld kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/*
+ * Whether one more match fits: "" when it does, else what is full, for the
+ * one line said when the limit is reached. The count that status reads
+ * back, the descriptors this process may open, the machine's memory.
+ */
+static const char *full(char *why, size_t len)
+{
+	struct rlimit rl;
+	int fds = open_fds(), need = S.fds_per ?: FDS_GUESS;
+	long kb = mem_available_kb();
+
+	why[0] = '\0';
+	if (live_matches() >= S.limit)
+		snprintf(why, len, "%d instances of patterns, as many as status reads back", S.limit);
+	else if (!getrlimit(RLIMIT_NOFILE, &rl) && fds >= 0 && rl.rlim_cur != RLIM_INFINITY &&
+		 (rlim_t)fds + need + FD_RESERVE > rl.rlim_cur)
+		snprintf(why, len, "%d instances of patterns hold %d of the %llu file descriptors "
+			 "this process may open (LimitNOFILE)", live_matches(), fds,
+			 (unsigned long long)rl.rlim_cur);
+	else if (kb >= 0 && kb < MEM_RESERVE_KB + MEM_GUESS_KB)
+		snprintf(why, len, "%d instances of patterns, and %ld MB of memory available",
+			 live_matches(), kb >> 10);
+	return why;
+}
+
 /* A cgroup rel matches pattern section k: its instance, unless it has one or may not. */
 static void found(const char *rel, int k)
 {
 	const struct sp_cfg_section *pat = &S.cfg->cg[k];
 	const struct inst *o;
 	struct inst *in = NULL;
-	char a[600];
+	char a[600], why[200];
+	int fds;
 
 	/* The walk goes down what may match; the matcher says what does (one definition). */
 	if (!sp_cgroup_match(pat->path, rel))
@@ -351,13 +417,12 @@ static void found(const char *rel, int k)
 		if (!strcmp(S.cg[i]->sec.path, rel))
 			return;
 	if (!in) {
-		if (live_matches() >= S.limit) {
-			if (!S.limit_said)
+		if (*full(why, sizeof(why))) {
+			if (!S.limit_at)
 				sp_log(SP_LOG_ERROR, "cgroup %s (matches [cgroup %s] at line %d): not "
-				       "attached: %d instances of patterns, the limit of this machine "
-				       "(see docs/configuration.md); attached when one goes",
-				       rel, pat->path, pat->line, S.limit);
-			S.limit_said = true;
+				       "attached, nor other new matches until one goes: limit reached: %s",
+				       rel, pat->path, pat->line, why);
+			S.limit_at = live_matches() ?: 1;
 			return;
 		}
 		if (S.nm == S.m_cap) {
@@ -396,8 +461,11 @@ static void found(const char *rel, int k)
 	}
 	in->state = I_WAITING;
 	section_str(in, a, sizeof(a));
+	fds = open_fds();
 	if (attach(in))
 		sp_log(SP_LOG_ERROR, "%s: not attached; tried again when it is re-created", a);
+	else if (in->state == I_ATTACHED && fds >= 0 && open_fds() > fds)
+		S.fds_per = open_fds() - fds;
 }
 
 /*
@@ -466,8 +534,11 @@ static void drop_gone(void)
 		if (stat(in->abs, &st) || (in->ino && st.st_ino != in->ino))
 			drop(i--, "is gone");
 	}
-	if (S.limit_said && live_matches() < S.limit)
-		S.limit_said = false;
+	/* Said again only once some went (what is free wavers by a descriptor or two). */
+	if (S.limit_at && live_matches() < S.limit_at) {
+		sp_log(SP_LOG_INFO, "patterns: below the limit again (%d instances)", live_matches());
+		S.limit_at = 0;
+	}
 }
 
 /* Each pattern's matches: new ones attached, gone ones dropped. */
@@ -694,7 +765,7 @@ static int reload_matches(const struct sp_config *c)
 		inst_free(in);
 		S.m[i--] = S.m[--S.nm];
 	}
-	S.limit_said = false;
+	S.limit_at = 0;
 	return changed;
 }
 
@@ -865,6 +936,18 @@ static int start_all(void)
 	return 0;
 }
 
+/* Each match holds a few dozen descriptors: the soft limit up to the hard one. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			sp_log(SP_LOG_WARN, "cannot raise the file descriptor limit: %s", strerror(errno));
+	}
+}
+
 int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_run,
 		  bool watch, sp_show_fn *show)
 {
@@ -902,6 +985,7 @@ int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_
 	if (stats_fd < 0)
 		sp_log(SP_LOG_WARN, "BPF run-time stats unavailable: %s", strerror(errno));
 	S.limit = SP_MAX_INSTANCES - SP_MAX_CGROUPS;
+	raise_nofile();
 	if ((watch && watch_config(S.cfg->file)) || start_all())
 		goto out;
 	check_w = sp_loop_timer(on_check, NULL);

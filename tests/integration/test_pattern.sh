@@ -94,3 +94,28 @@ t_pattern_config_checked() {
 	out=$("$SP" check-config "$TMP/sp.conf" 2>&1) || fail "a good pattern: $out"
 	echo "$out" | has "cgroup machine.slice/libpod-\*.scope: a pattern; each cgroup it matches has its pins in $PIN/NAME" || fail "check-config: $out"
 }
+
+# The limit: with few descriptors to open, matches are attached until the
+# next would not fit, one line says which limit and why, and once some go
+# the others are attached.
+t_pattern_limit() {
+	local n
+	pat_tree
+	pat_conf "[cgroup sp-test-$ID/c-*]" "modules = tcpstats"
+	# 256 kept free for the rest of the run, then about 10 a tcpstats match.
+	: >"$TMP/sp.err"
+	sp_spawn bash -c 'ulimit -n 400 && exec "$@"' _ "$SP" run --config "$TMP/sp.conf" --interval 0 --state-dir "$TMP/state"
+	for n in $(seq 30); do mkdir "$CG/c-$n"; done
+	pat_wait grep -q "limit reached: [0-9]* instances of patterns hold [0-9]* of the 400 file descriptors this process may open" "$TMP/sp.err" ||
+		fail "no limit line: $(sp_said)"
+	sleep 0.5
+	n=$(ls -d "$PIN"/sp-test-$ID:c-* | wc -l)
+	assert_ge "$n" 5 "matches attached under the limit"
+	assert_le "$n" 15 "matches attached under the limit"
+	[ "$(grep -c "limit reached" "$TMP/sp.err")" = 1 ] || fail "the limit said more than once: $(grep "limit reached" "$TMP/sp.err")"
+	# The attached ones go: the others fit now.
+	for d in "$PIN"/sp-test-$ID:c-*; do rmdir "$CG/${d##*:}"; done
+	pat_wait grep -q "patterns: below the limit again" "$TMP/sp.err" || fail "no line when below the limit: $(sp_said)"
+	pat_wait eval '[ "$(ls -d "$PIN"/sp-test-$ID:c-* 2>/dev/null | wc -l)" -ge 5 ]' || fail "the others not attached: $(sp_said)"
+	sp_stop || fail "stackpilot run exited $?: $(sp_said)"
+}
