@@ -62,6 +62,7 @@ struct inst {
 	ino_t ino;			/* of the cgroup attached, or that failed */
 	int pin_lock;			/* a cgroup's pin folder's flock, while attached */
 	char from[256];			/* the pattern it matches; "" for a section's own */
+	bool dup_said;			/* a later pattern that matches it too was named */
 };
 
 /* What a pattern's walk watches in each folder it spans. */
@@ -410,8 +411,14 @@ static void found(const char *rel, int k)
 	for (int i = 0; i < S.nm && !in; i++)
 		if (!strcmp(S.m[i]->sec.path, rel))
 			in = S.m[i];
-	if (in && in->state != I_REFUSED)
+	if (in && in->state != I_REFUSED) {
+		if (strcmp(in->from, pat->path) && !in->dup_said) {
+			sp_log(SP_LOG_WARN, "cgroup %s (matches [cgroup %s] at line %d): not attached "
+			       "again: it matches [cgroup %s] first", rel, pat->path, pat->line, in->from);
+			in->dup_said = true;
+		}
 		return;
+	}
 	/* A section of its own (the file named it) or an attached neighbour comes first. */
 	for (int i = 0; i < S.n && !in; i++)
 		if (!strcmp(S.cg[i]->sec.path, rel))
