@@ -222,3 +222,33 @@ t_pattern_podman() {
 	assert_le "$(probe_val "$after" rss)" "$(( $(probe_val "$at10" rss) + 4096 ))" "daemon RSS (kB) after $n containers, vs the 10th"
 	sp_stop || fail "stackpilot run exited $?: $(sp_said)"
 }
+
+# SIGHUP: a pattern's matches keep their programs when its modules stay
+# (a tunable written in place), are attached anew when they change, are
+# detached when the pattern leaves the file; a new pattern attaches.
+t_pattern_reload() {
+	local p1 n
+	pat_tree c-1 d-1
+	pat_conf "[cgroup sp-test-$ID/c-*]" "modules = tcpstats, rehash" "rehash.prob = 10"
+	pat_start
+	pat_wait attached c-1 || fail "c-1 not attached: $(sp_said)"
+	p1=$(cgroup_progs "$CG/c-1" | sort | paste -sd,)
+	pat_conf "[cgroup sp-test-$ID/c-*]" "modules = tcpstats, rehash" "rehash.prob = 20" \
+		"[cgroup sp-test-$ID/d-*]" "modules = tcpstats"
+	n=$(grep -c reloaded "$TMP/sp.err")
+	kill -HUP "$SP_PID"
+	pat_wait eval '[ "$(grep -c reloaded "$TMP/sp.err")" -gt '"$n"' ]' || fail "no reload line: $(sp_said)"
+	assert_eq "$(cgroup_progs "$CG/c-1" | sort | paste -sd,)" "$p1" "c-1's programs after a tunable changed"
+	grep -q "cgroup sp-test-$ID/c-1: rehash.prob 10 -> 20" "$TMP/sp.err" || fail "no tunable line: $(sp_said)"
+	assert_eq "$("$SP" get --pin-path "$PIN" --cgroup "sp-test-$ID/c-1" rehash.prob | cut -d= -f2)" 20 "c-1's rehash.prob"
+	pat_wait attached d-1 || fail "d-1 of the added pattern not attached: $(sp_said)"
+	pat_conf "[cgroup sp-test-$ID/c-*]" "modules = tcpstats"
+	n=$(grep -c reloaded "$TMP/sp.err")
+	kill -HUP "$SP_PID"
+	pat_wait eval '[ "$(grep -c reloaded "$TMP/sp.err")" -gt '"$n"' ]' || fail "no reload line: $(sp_said)"
+	pat_wait detached d-1 || fail "d-1 still attached after its pattern left the file"
+	pat_wait attached c-1 || fail "c-1 not attached anew: $(sp_said)"
+	[ "$(cgroup_progs "$CG/c-1" | sort | paste -sd,)" != "$p1" ] || fail "c-1 kept its programs when its modules changed"
+	grep -q "cgroup sp-test-$ID/c-1 (matches .*): modules changed: attached anew" "$TMP/sp.err" || fail "no line for c-1: $(sp_said)"
+	sp_stop || fail "stackpilot run exited $?: $(sp_said)"
+}
