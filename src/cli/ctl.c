@@ -42,12 +42,14 @@ static int with_cgroup(char *pin_dir, size_t len, const char *cgroup)
  */
 static int pick_cgroup(const char *pin_dir, const struct sp_module *m)
 {
-	char names[SP_MAX_CGROUPS][256], list[512] = "", path[512];
-	int n = sp_instances(pin_dir, names, SP_MAX_CGROUPS);
+	char (*names)[256] = malloc(SP_MAX_INSTANCES * sizeof(*names)), list[512] = "", path[512];
+	int n = names ? sp_instances(pin_dir, names, SP_MAX_INSTANCES) : 0;
 	size_t l = 0;
 
-	if (!n || (m && !sp_pin_path(path, sizeof(path), pin_dir, m->cfg_map) && !access(path, F_OK)))
+	if (!n || (m && !sp_pin_path(path, sizeof(path), pin_dir, m->cfg_map) && !access(path, F_OK))) {
+		free(names);
 		return 0;
+	}
 	for (int i = 0; i < n && l < sizeof(list); i++) {
 		char dir[600];
 		struct sp_meta meta;
@@ -56,6 +58,7 @@ static int pick_cgroup(const char *pin_dir, const struct sp_module *m)
 			l += snprintf(list + l, sizeof(list) - l, "%s%.*s", i ? ", " : "",
 				      (int)sizeof(meta.cgroup), meta.cgroup);
 	}
+	free(names);
 	return sp_err("%s runs %s%sper cgroup: pick one with --cgroup PATH (%s)", pin_dir,
 		      m ? m->name : "", m ? " " : "its modules ", list);
 }
@@ -321,7 +324,7 @@ static int status_one(const char *pin_dir, struct sp_json *j, struct sp_report *
 
 int cmd_status(int argc, char **argv)
 {
-	char pin_dir[256], names[SP_MAX_CGROUPS][256], dir[600];
+	char pin_dir[256], (*names)[256], dir[600];
 	struct sp_report *rep;
 	struct sp_json j;
 	bool json = false;
@@ -338,14 +341,17 @@ int cmd_status(int argc, char **argv)
 	sp_pin_errors = 0;
 	/* A report holds top-N tables: too big for the stack of a status every interval. */
 	rep = malloc(sizeof(*rep));
-	if (!rep)
+	names = malloc(SP_MAX_INSTANCES * sizeof(*names));
+	if (!rep || !names) {
+		free(rep), free(names);
 		return sp_fail(1, "status: %s", strerror(ENOMEM));
+	}
 	sp_json_init(&j, stdout);
 	/* A config run: its interfaces' instance (if any) and each cgroup's. */
-	n = sp_instances(pin_dir, names, SP_MAX_CGROUPS);
+	n = sp_instances(pin_dir, names, SP_MAX_INSTANCES);
 	snprintf(dir, sizeof(dir), "%s/meta", pin_dir);
 	if (!n && access(dir, F_OK) && !access(pin_dir, F_OK)) {
-		free(rep);
+		free(rep), free(names);
 		return sp_fail(1, "%s: nothing attached (a `run --config` whose cgroups do not exist yet "
 			       "has no pins until one does)", pin_dir);
 	}
@@ -369,16 +375,17 @@ int cmd_status(int argc, char **argv)
 	}
 	if (json)
 		putchar('\n');
-	free(rep);
+	free(rep), free(names);
 	/* Output stays well-formed, but a missing pin is a failure to report. */
 	return rc || sp_pin_errors ? 1 : 0;
 }
 
 int sp_status_live(const char *pin_dir, FILE *out, struct sp_live *live)
 {
-	char names[SP_MAX_CGROUPS][256], dir[600];
+	static char names[SP_MAX_INSTANCES][256];
+	char dir[600];
 	struct sp_report *rep = malloc(sizeof(*rep));
-	int n = sp_instances(pin_dir, names, SP_MAX_CGROUPS), rc = 0;
+	int n = sp_instances(pin_dir, names, SP_MAX_INSTANCES), rc = 0;
 
 	if (!rep)
 		return 1;

@@ -160,7 +160,7 @@ int sp_private_dir(const char *path, bool create)
 #define SP_LOCK_DIR "/run/stackpilot"
 
 /* Every lock this process holds, by the run it is for (a config run has many). */
-#define MAX_HELD (SP_MAX_CGROUPS + 2 * SP_MAX_IFACES)
+#define MAX_HELD (SP_MAX_INSTANCES + 2 * SP_MAX_IFACES)
 static struct {
 	char path[80];
 	int fd;

@@ -141,6 +141,8 @@ struct sp_module {
 
 #define SP_MAX_MODULES	16	/* bits of sp_meta.modules that are used */
 #define SP_MAX_CGROUPS	64	/* [cgroup] sections of a config file */
+/* Cgroup instances of a config run (sections and pattern matches) status reads back. */
+#define SP_MAX_INSTANCES 4096
 #define SP_MAX_RUN_OPTS	16
 
 /* What one `stackpilot run` holds. */

@@ -451,9 +451,9 @@ static void prom_merge(FILE *out, struct prom_part *parts, int n)
 
 int sp_prom_write(const char *pin_dir, FILE *out)
 {
-	static char names[SP_MAX_CGROUPS][256];
+	static char names[SP_MAX_INSTANCES][256];
 	struct prom_part *parts;
-	int n = sp_instances(pin_dir, names, SP_MAX_CGROUPS), np = 0, rc = 0, errors = 0;
+	int n = sp_instances(pin_dir, names, SP_MAX_INSTANCES), np = 0, rc = 0, errors = 0;
 	char dir[600];
 
 	if (!n)

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <getopt.h>
 #include <net/if.h>
 #include <stdlib.h>
@@ -72,6 +73,75 @@ static int check_path(const char *path)
 			return sp_err("cgroup %s: empty, '.' or '..' component", path);
 	}
 	return 0;
+}
+
+bool sp_cgroup_is_pattern(const char *path)
+{
+	return strpbrk(path, "*?[") != NULL;
+}
+
+/* A pattern's '**' is a whole level: "a**" or "**b" would be two readings of one name. */
+static int check_pattern(const char *path)
+{
+	for (const char *p = path; *p; ) {
+		size_t l = strcspn(p, "/");
+		bool star = false;
+
+		for (size_t i = 0; i + 1 < l; i++)
+			star |= p[i] == '*' && p[i + 1] == '*';
+		if (star && l != 2)
+			return sp_err("cgroup %s: '**' must be a whole level, not part of a name",
+				      path);
+		p += l + (p[l] == '/');
+	}
+	if (!strcmp(path, "**"))
+		return sp_err("cgroup %s: matches every cgroup; give at least one level by name",
+			      path);
+	return 0;
+}
+
+/* One level of path: its length. */
+static size_t level(const char *p)
+{
+	return strcspn(p, "/");
+}
+
+/*
+ * A level '**' is zero or more levels between two others ("a/STAR/b" with
+ * STAR as '**': a/b, a/x/b, ...) and one or more at the end (below a, not
+ * a itself).
+ */
+bool sp_cgroup_match(const char *pattern, const char *path)
+{
+	char pl[256], nl[256];
+	size_t lp = level(pattern), ln;
+
+	if (!*pattern)
+		return !*path;
+	if (lp == 2 && !strncmp(pattern, "**", 2)) {
+		const char *rest = pattern + 2 + (pattern[2] == '/');
+
+		if (!*rest)
+			return *path;
+		for (const char *p = path; ; ) {
+			if (sp_cgroup_match(rest, p))
+				return true;
+			if (!*p)
+				return false;
+			p += level(p);
+			p += *p == '/';
+		}
+	}
+	ln = level(path);
+	if (!*path || lp >= sizeof(pl) || ln >= sizeof(nl))
+		return false;
+	memcpy(pl, pattern, lp), pl[lp] = '\0';
+	memcpy(nl, path, ln), nl[ln] = '\0';
+	if (fnmatch(pl, nl, 0))
+		return false;
+	if (!pattern[lp])
+		return !path[ln];
+	return sp_cgroup_match(pattern + lp + 1, path + ln + (path[ln] == '/'));
 }
 
 int sp_cgroup_arg_name(const char *arg, char *name, size_t len)
@@ -273,7 +343,9 @@ static int parse_section_head(struct sp_config *c, char *head, int line)
 		return sp_err("more than %d [cgroup] sections", SP_MAX_CGROUPS);
 	s = &c->cg[c->nr_cgroups];
 	memset(s, 0, sizeof(*s));
-	if (check_path(path) || copy(s->path, sizeof(s->path), "cgroup", path) ||
+	s->pattern = sp_cgroup_is_pattern(path);
+	if (check_path(path) || (s->pattern && check_pattern(path)) ||
+	    copy(s->path, sizeof(s->path), "cgroup", path) ||
 	    sp_cgroup_pin_name(path, s->name, sizeof(s->name)))
 		return -1;
 	for (int i = 0; i < c->nr_cgroups; i++)
@@ -288,7 +360,7 @@ static int parse_section_head(struct sp_config *c, char *head, int line)
 }
 
 /* outer is a cgroup above inner (paths as check_path accepts them). */
-static bool is_above(const char *outer, const char *inner)
+bool sp_cgroup_is_above(const char *outer, const char *inner)
 {
 	size_t l = strlen(outer);
 
@@ -312,7 +384,8 @@ static int check_nesting(const struct sp_config *c, char *where, size_t len)
 			__u32 both = o->modules & in->modules;
 			const struct sp_cfg_section *late = o->line > in->line ? o : in;
 
-			if (!both || !is_above(o->path, in->path))
+			/* A pattern's matches are checked as they appear (service.c). */
+			if (!both || o->pattern || in->pattern || !sp_cgroup_is_above(o->path, in->path))
 				continue;
 			snprintf(where, len, "%s:%d", c->file, late->line);
 			return sp_err("[cgroup %s]: overlaps [cgroup %s] at line %d: %s's %s programs "
@@ -534,7 +607,11 @@ int cmd_check_config(int argc, char **argv)
 		return sp_fail(1, "check-config: %s", strerror(ENOMEM));
 	rc = sp_config_load(file, c) || sp_config_check_host(c, true) ? 1 : 0;
 	for (int i = 0; !rc && i < c->nr_cgroups; i++)
-		printf("cgroup %s: pins in %s/%s\n", c->cg[i].path, c->pin_dir, c->cg[i].name);
+		if (c->cg[i].pattern)
+			printf("cgroup %s: a pattern; each cgroup it matches has its pins in %s/NAME\n",
+			       c->cg[i].path, c->pin_dir);
+		else
+			printf("cgroup %s: pins in %s/%s\n", c->cg[i].path, c->pin_dir, c->cg[i].name);
 	if (!rc && c->nr_ifaces)
 		printf("interfaces: pins in %s\n", c->pin_dir);
 	if (!rc)

@@ -29,6 +29,7 @@ struct sp_cfg_set {
 /* The global settings' modules (those on interfaces), or one [cgroup] section. */
 struct sp_cfg_section {
 	char path[256];		/* relative to the cgroup v2 mount; "/" is its root */
+	bool pattern;		/* path has globs: an instance per cgroup it matches */
 	char name[256];		/* its pin folder under pin-path (sp_cgroup_pin_name) */
 	int line;
 	__u32 modules;
@@ -69,6 +70,17 @@ int sp_config_load(const char *file, struct sp_config *c);
  * pointers into c: 0 or -1, as above.
  */
 int sp_config_check_host(struct sp_config *c, bool metrics);
+/* path has a glob ('*', '?', '['): a section of it is a pattern. */
+bool sp_cgroup_is_pattern(const char *path);
+/*
+ * A cgroup path (relative, as in the file) matches a section's pattern:
+ * fnmatch(3) per level, so '*' never crosses a '/'; a level "**" is zero or
+ * more levels between two others and one or more at the end. A literal
+ * path matches itself only.
+ */
+bool sp_cgroup_match(const char *pattern, const char *path);
+/* outer is a cgroup above inner (paths as the file gives them). */
+bool sp_cgroup_is_above(const char *outer, const char *inner);
 /* The pin folder name of a cgroup path as sp_config_load() normalised it. */
 int sp_cgroup_pin_name(const char *path, char *out, size_t len);
 /*

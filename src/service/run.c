@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/file.h>
@@ -137,13 +138,22 @@ void sp_sweep_pins(const char *pin_dir)
 }
 
 /* The runs of this process: one, or one per cgroup of a config file. */
-static struct sp_run *runs[SP_MAX_CGROUPS + 1];
-static int nr_runs;
+static struct sp_run **runs;
+static int nr_runs, runs_cap;
 
 void sp_runs_add(struct sp_run *run)
 {
-	if (nr_runs < (int)(sizeof(runs) / sizeof(runs[0])))
-		runs[nr_runs++] = run;
+	if (nr_runs == runs_cap) {
+		int cap = runs_cap ? 2 * runs_cap : 16;
+		struct sp_run **r = realloc(runs, cap * sizeof(*r));
+
+		/* Without room the run still works: it only misses its ticks. */
+		if (!r)
+			return;
+		runs = r;
+		runs_cap = cap;
+	}
+	runs[nr_runs++] = run;
 }
 
 void sp_runs_del(struct sp_run *run)

@@ -26,13 +26,16 @@
  * swaps its "..data" link), and the file is re-read when its bytes differ
  * from those last read.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <net/if.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <bpf/bpf.h>
 #include "core/sp.h"
@@ -48,7 +51,8 @@
 #define CHECK_MS 200
 #define MTU_PROBING "net/ipv4/tcp_mtu_probing"
 
-enum { I_WAITING, I_ATTACHED, I_FAILED };
+/* I_REFUSED: a pattern's match that nests in (or holds) another's cgroup, or is another's. */
+enum { I_WAITING, I_ATTACHED, I_FAILED, I_REFUSED };
 
 struct inst {
 	struct sp_run run;
@@ -57,12 +61,36 @@ struct inst {
 	int state;
 	ino_t ino;			/* of the cgroup attached, or that failed */
 	int pin_lock;			/* a cgroup's pin folder's flock, while attached */
+	char from[256];			/* the pattern it matches; "" for a section's own */
+	bool dup_said;			/* a later pattern that matches it too was named */
 };
+
+/* What a pattern's walk watches in each folder it spans. */
+#define WATCH_MASK (IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_ONLYDIR)
+/* A full walk of the patterns every this many checks, in case an event was lost. */
+#define SCAN_CHECKS 25
+/*
+ * What a match may take of the machine (docs/configuration.md has the
+ * numbers): file descriptors kept free for the rest of the run (metrics
+ * connections, state files, a reload), memory left to others, and what a
+ * match is taken to need before one was measured (all cgroup modules: 49
+ * descriptors; 0.5 MB of our memory and 1.7 MB of the kernel's).
+ */
+#define FD_RESERVE 256
+#define MEM_RESERVE_KB (128 << 10)
+#define FDS_GUESS 64
+#define MEM_GUESS_KB (4 << 10)
 
 static struct {
 	struct sp_config *cfg;
 	struct inst *cg[SP_MAX_CGROUPS];
 	int n;
+	struct inst **m;		/* the patterns' matches */
+	int nm, m_cap;
+	int limit;			/* of matches: what status reads back */
+	int fds_per;			/* descriptors the last match attached took; 0: none yet */
+	int limit_at;			/* matches when the limit was said; 0: not reached */
+	int checks;
 	struct inst *ifaces;		/* NULL without iface = */
 	char mnt[256];
 	bool keep_log_level, dry_run;
@@ -108,7 +136,11 @@ static void reset_run(struct inst *in)
 	run->cfg_init = cfg_init;
 	run->owner = in;
 	run->keep_pin_dir = !in->abs[0];	/* the interfaces' pins are in the cgroups' parent */
-	run->persist = true;	/* a service: what `set` changes and pmtu learns outlives the run */
+	/*
+	 * A service: what `set` changes and pmtu learns outlives the run; but
+	 * not a pattern's match, whose cgroup is one container's, never back.
+	 */
+	run->persist = !in->from[0];
 	run->dry_run = S.dry_run;
 	run->modules = in->sec.modules;
 	run->btf_path = S.cfg->btf[0] ? S.cfg->btf : NULL;
@@ -146,11 +178,15 @@ static void watch_parent(const struct inst *in)
 	inotify_add_watch(S.ino_fd, parent, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
 }
 
+static const struct inst *conflict(const char *path, __u32 modules, const struct inst *self);
+static void say_conflict(const struct inst *in, const struct inst *o);
+
 /* 0: attached, waiting for its cgroup, or failed before on this one; -1: failed now (said why). */
 static int attach(struct inst *in)
 {
 	struct sp_run *run = &in->run;
 	char where[300], mods[128];
+	const struct inst *o;
 	struct stat st;
 	bool theirs = false;	/* the pin folder is another run's */
 	int err;
@@ -158,12 +194,20 @@ static int attach(struct inst *in)
 	if (in->abs[0] && (stat(in->abs, &st) || !S_ISDIR(st.st_mode))) {
 		if (in->state == I_FAILED)
 			in->state = I_WAITING;
-		watch_parent(in);
+		if (!in->from[0])
+			watch_parent(in);
 		return 0;
 	}
 	/* Tried once on this very cgroup: again when it is re-created or on reload. */
 	if (in->abs[0] && in->state == I_FAILED && st.st_ino == in->ino)
 		return 0;
+	/* A section's cgroup made inside (or above) a pattern's match that runs its modules. */
+	if (in->abs[0] && !in->from[0] && (o = conflict(in->sec.path, in->sec.modules, in))) {
+		say_conflict(in, o);
+		in->ino = st.st_ino;
+		in->state = I_FAILED;
+		return -1;
+	}
 	reset_run(in);
 	snprintf(where, sizeof(where), "cgroup %s", in->sec.path);
 	sp_err_where = in->abs[0] ? where : NULL;
@@ -213,8 +257,12 @@ static int attach(struct inst *in)
 	}
 	in->state = I_ATTACHED;
 	modules_str(in->sec.modules, mods, sizeof(mods));
-	sp_log(SP_LOG_INFO, "%s%s: attached %s; pins in %s", in->abs[0] ? "cgroup " : "",
-	       what(in), mods, run->pin_dir);
+	if (in->from[0])
+		sp_log(SP_LOG_INFO, "cgroup %s (matches [cgroup %s]): attached %s; pins in %s",
+		       in->sec.path, in->from, mods, run->pin_dir);
+	else
+		sp_log(SP_LOG_INFO, "%s%s: attached %s; pins in %s", in->abs[0] ? "cgroup " : "",
+		       what(in), mods, run->pin_dir);
 	return 0;
 }
 
@@ -243,6 +291,272 @@ static void inst_free(struct inst *in)
 	free(in);
 }
 
+/* ---- patterns ---------------------------------------------------------------- */
+
+/* in (its section's modules) would share a module with out on a cgroup above, below or the same. */
+static const struct inst *conflict(const char *path, __u32 modules, const struct inst *self)
+{
+	for (int i = 0; i < S.n + S.nm; i++) {
+		const struct inst *o = i < S.n ? S.cg[i] : S.m[i - S.n];
+
+		if (o == self || o->state != I_ATTACHED)
+			continue;
+		if (!strcmp(o->sec.path, path) ||
+		    ((o->sec.modules & modules) &&
+		     (sp_cgroup_is_above(o->sec.path, path) || sp_cgroup_is_above(path, o->sec.path))))
+			return o;
+	}
+	return NULL;
+}
+
+/* The section of a line as a log line names it. */
+static void section_str(const struct inst *in, char *buf, size_t len)
+{
+	if (in->from[0])
+		snprintf(buf, len, "cgroup %s (matches [cgroup %s] at line %d)", in->sec.path,
+			 in->from, in->sec.line);
+	else
+		snprintf(buf, len, "[cgroup %s] at line %d", in->sec.path, in->sec.line);
+}
+
+/* One line: why in is not attached, o being attached where in would nest. */
+static void say_conflict(const struct inst *in, const struct inst *o)
+{
+	char a[600], b[600], mods[128];
+
+	section_str(in, a, sizeof(a));
+	section_str(o, b, sizeof(b));
+	modules_str(in->sec.modules & o->sec.modules, mods, sizeof(mods));
+	if (!strcmp(in->sec.path, o->sec.path))
+		sp_log(SP_LOG_WARN, "%s: not attached: the same cgroup as %s", a, b);
+	else
+		sp_log(SP_LOG_WARN, "%s: not attached: %s %s, and both run %s, whose programs "
+		       "would run twice for the inner one's sockets; give each module to one section",
+		       a, sp_cgroup_is_above(in->sec.path, o->sec.path) ? "holds" : "is inside", b, mods);
+}
+
+static int live_matches(void)
+{
+	int n = 0;
+
+	for (int i = 0; i < S.nm; i++)
+		n += S.m[i]->state == I_ATTACHED;
+	return n;
+}
+
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 3;	/* ".", ".." and the folder's own */
+}
+
+static long mem_available_kb(void)
+{
+	char line[128];
+	long kb = -1;
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %ld kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/*
+ * Whether one more match fits: "" when it does, else what is full, for the
+ * one line said when the limit is reached. The count that status reads
+ * back, the descriptors this process may open, the machine's memory.
+ */
+static const char *full(char *why, size_t len)
+{
+	struct rlimit rl;
+	int fds = open_fds(), need = S.fds_per ?: FDS_GUESS;
+	long kb = mem_available_kb();
+
+	why[0] = '\0';
+	if (live_matches() >= S.limit)
+		snprintf(why, len, "%d instances of patterns, as many as status reads back", S.limit);
+	else if (!getrlimit(RLIMIT_NOFILE, &rl) && fds >= 0 && rl.rlim_cur != RLIM_INFINITY &&
+		 (rlim_t)fds + need + FD_RESERVE > rl.rlim_cur)
+		snprintf(why, len, "%d instances of patterns hold %d of the %llu file descriptors "
+			 "this process may open (LimitNOFILE)", live_matches(), fds,
+			 (unsigned long long)rl.rlim_cur);
+	else if (kb >= 0 && kb < MEM_RESERVE_KB + MEM_GUESS_KB)
+		snprintf(why, len, "%d instances of patterns, and %ld MB of memory available",
+			 live_matches(), kb >> 10);
+	return why;
+}
+
+/* A cgroup rel matches pattern section k: its instance, unless it has one or may not. */
+static void found(const char *rel, int k)
+{
+	const struct sp_cfg_section *pat = &S.cfg->cg[k];
+	const struct inst *o;
+	struct inst *in = NULL;
+	char a[600], why[200];
+	int fds;
+
+	/* The walk goes down what may match; the matcher says what does (one definition). */
+	if (!sp_cgroup_match(pat->path, rel))
+		return;
+	for (int i = 0; i < S.nm && !in; i++)
+		if (!strcmp(S.m[i]->sec.path, rel))
+			in = S.m[i];
+	if (in && in->state != I_REFUSED) {
+		if (strcmp(in->from, pat->path) && !in->dup_said) {
+			sp_log(SP_LOG_WARN, "cgroup %s (matches [cgroup %s] at line %d): not attached "
+			       "again: it matches [cgroup %s] first", rel, pat->path, pat->line, in->from);
+			in->dup_said = true;
+		}
+		return;
+	}
+	/* A section of its own (the file named it) or an attached neighbour comes first. */
+	for (int i = 0; i < S.n && !in; i++)
+		if (!strcmp(S.cg[i]->sec.path, rel))
+			return;
+	if (!in) {
+		if (*full(why, sizeof(why))) {
+			if (!S.limit_at)
+				sp_log(SP_LOG_ERROR, "cgroup %s (matches [cgroup %s] at line %d): not "
+				       "attached, nor other new matches until one goes: limit reached: %s",
+				       rel, pat->path, pat->line, why);
+			S.limit_at = live_matches() ?: 1;
+			return;
+		}
+		if (S.nm == S.m_cap) {
+			int cap = S.m_cap ? 2 * S.m_cap : 16;
+			struct inst **m = realloc(S.m, cap * sizeof(*m));
+
+			if (!m)
+				return;
+			S.m = m;
+			S.m_cap = cap;
+		}
+		if (!(in = calloc(1, sizeof(*in))))
+			return;
+		in->sec = *pat;
+		in->sec.pattern = false;
+		snprintf(in->sec.path, sizeof(in->sec.path), "%s", rel);
+		snprintf(in->from, sizeof(in->from), "%s", pat->path);
+		snprintf(in->abs, sizeof(in->abs), "%s/%s", S.mnt, rel);
+		in->run.cgroup_fd = -1;
+		in->pin_lock = -1;
+		if (sp_cgroup_pin_name(rel, in->sec.name, sizeof(in->sec.name))) {
+			free(in);
+			return;
+		}
+		S.m[S.nm++] = in;
+		if ((o = conflict(rel, in->sec.modules, in))) {
+			struct stat st;
+
+			in->state = I_REFUSED;
+			in->ino = stat(in->abs, &st) ? 0 : st.st_ino;
+			say_conflict(in, o);
+			return;
+		}
+	} else if (conflict(rel, in->sec.modules, in)) {
+		return;		/* refused still, said already */
+	}
+	in->state = I_WAITING;
+	section_str(in, a, sizeof(a));
+	fds = open_fds();
+	if (attach(in))
+		sp_log(SP_LOG_ERROR, "%s: not attached; tried again when it is re-created", a);
+	else if (in->state == I_ATTACHED && fds >= 0 && open_fds() > fds)
+		S.fds_per = open_fds() - fds;
+}
+
+/*
+ * The folder abs (rel below the mount) and the levels of a pattern from pat
+ * on: watch it, then read it (in this order, so a cgroup made in between
+ * is seen by one or the other), and go down the folders that match.
+ */
+static void walk(const char *abs, const char *rel, const char *pat, int k)
+{
+	size_t lp = strcspn(pat, "/");
+	const char *next = pat + lp + (pat[lp] == '/');
+	bool globstar = lp == 2 && !strncmp(pat, "**", 2);
+	char name[256], cabs[1024], crel[512];
+	struct dirent *e;
+	DIR *d;
+
+	if (!*pat) {
+		found(rel, k);
+		return;
+	}
+	if (lp >= sizeof(name))
+		return;
+	memcpy(name, pat, lp);
+	name[lp] = '\0';
+	if (S.ino_fd >= 0)
+		inotify_add_watch(S.ino_fd, abs, WATCH_MASK);
+	if (globstar && *next)
+		walk(abs, rel, next, k);	/* zero levels */
+	if (!(d = opendir(abs)))
+		return;
+	while ((e = readdir(d))) {
+		if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (!globstar && fnmatch(name, e->d_name, 0))
+			continue;
+		if ((size_t)snprintf(crel, sizeof(crel), "%s%s%s", rel, *rel ? "/" : "", e->d_name) >=
+		    sizeof(S.m[0]->sec.path) ||
+		    (size_t)snprintf(cabs, sizeof(cabs), "%s/%s", abs, e->d_name) >= sizeof(cabs))
+			continue;
+		if (globstar && !*next)
+			found(crel, k);
+		walk(cabs, crel, globstar ? pat : next, k);
+	}
+	closedir(d);
+}
+
+static void drop(int i, const char *why)
+{
+	struct inst *in = S.m[i];
+
+	if (in->state != I_REFUSED)
+		sp_log(SP_LOG_INFO, "cgroup %s (matches [cgroup %s]) %s: dropped", in->sec.path,
+		       in->from, why);
+	inst_free(in);
+	S.m[i] = S.m[--S.nm];
+}
+
+/* Matches whose cgroup is gone (or is another cgroup now) are dropped, not waited for. */
+static void drop_gone(void)
+{
+	struct stat st;
+
+	for (int i = 0; i < S.nm; i++) {
+		struct inst *in = S.m[i];
+
+		if (stat(in->abs, &st) || (in->ino && st.st_ino != in->ino))
+			drop(i--, "is gone");
+	}
+	/* Said again only once some went (what is free wavers by a descriptor or two). */
+	if (S.limit_at && live_matches() < S.limit_at) {
+		sp_log(SP_LOG_INFO, "patterns: below the limit again (%d instances)", live_matches());
+		S.limit_at = 0;
+	}
+}
+
+/* Each pattern's matches: new ones attached, gone ones dropped. */
+static void scan_patterns(void)
+{
+	drop_gone();
+	for (int k = 0; k < S.cfg->nr_cgroups; k++)
+		if (S.cfg->cg[k].pattern)
+			walk(S.mnt, "", S.cfg->cg[k].path, k);
+}
+
 /* Cgroups that appeared, went, or came back as another cgroup of the same path. */
 static void on_check(void *ctx)
 {
@@ -261,6 +575,11 @@ static void on_check(void *ctx)
 			sp_log(SP_LOG_ERROR, "cgroup %s: not attached; tried again when it is "
 			       "re-created or the file is reloaded", in->sec.path);
 	}
+	/* Without inotify, or in case it lost an event: the patterns walked now and then. */
+	if (ctx == &S || S.ino_fd < 0 || ++S.checks % SCAN_CHECKS == 0)
+		scan_patterns();
+	else
+		drop_gone();
 }
 
 static void on_inotify(void *ctx)
@@ -269,7 +588,7 @@ static void on_inotify(void *ctx)
 
 	while (read(S.ino_fd, buf, sizeof(buf)) > 0)
 		;
-	on_check(ctx);
+	on_check(&S);
 }
 
 /* ---- reload ---------------------------------------------------------------- */
@@ -387,11 +706,16 @@ static int apply_ifaces(struct sp_config *c)
 static void status_line(char *buf, size_t len, const char *what, int waiting)
 {
 	const struct sp_config *c = S.cfg;
-	int n = c->nr_cgroups - waiting;
+	int n = S.n - waiting, np = 0;
 	size_t at;
 
+	for (int i = 0; i < c->nr_cgroups; i++)
+		np += c->cg[i].pattern;
 	at = snprintf(buf, len, "%s %s: %d cgroup%s (%d waiting for theirs)", what, c->file,
 		      n, n == 1 ? "" : "s", waiting);
+	if (np && at < len)
+		at += snprintf(buf + at, len - at, ", %d pattern%s matching %d (at most %d)", np,
+			       np == 1 ? "" : "s", live_matches(), S.limit);
 	for (int i = 0; i < c->nr_ifaces && at < len; i++)
 		at += snprintf(buf + at, len - at, "%s%s", i ? "," : ", interfaces ", c->ifname[i]);
 }
@@ -411,6 +735,45 @@ static unsigned long long file_sum(const char *path)
 			h = (h ^ buf[i]) * 1099511628211ULL;
 	close(fd);
 	return n < 0 ? 0 : h;
+}
+
+/*
+ * The patterns' matches on reload: those of a pattern still in the file with
+ * the same modules keep their programs (tunables written in place); the
+ * others are detached, and the walk after the reload attaches what the new
+ * file's patterns match (also what was refused or failed, tried anew).
+ */
+static int reload_matches(const struct sp_config *c)
+{
+	int changed = 0;
+
+	for (int i = 0; i < S.nm; i++) {
+		struct inst *in = S.m[i];
+		struct sp_cfg_section sec;
+		int k = 0;
+
+		while (k < c->nr_cgroups && !(c->cg[k].pattern && !strcmp(c->cg[k].path, in->from)))
+			k++;
+		if (k < c->nr_cgroups && c->cg[k].modules == in->sec.modules &&
+		    in->state == I_ATTACHED) {
+			sec = c->cg[k];
+			sec.pattern = false;
+			memcpy(sec.path, in->sec.path, sizeof(sec.path));
+			memcpy(sec.name, in->sec.name, sizeof(sec.name));
+			changed += retune(in, &sec);
+			continue;
+		}
+		if (in->state == I_ATTACHED) {
+			sp_log(SP_LOG_INFO, "cgroup %s (matches [cgroup %s]): %s", in->sec.path, in->from,
+			       k < c->nr_cgroups ? "modules changed: attached anew" :
+			       "pattern removed from the file: detached");
+			changed++;
+		}
+		inst_free(in);
+		S.m[i--] = S.m[--S.nm];
+	}
+	S.limit_at = 0;
+	return changed;
 }
 
 static void reload(void)
@@ -439,6 +802,7 @@ static void reload(void)
 	}
 	if (!S.keep_log_level && c->log_level >= 0)
 		sp_log_level = c->log_level;
+	changed += reload_matches(c);
 	/* Removed cgroups first: their locks and pins are free for the others. */
 	for (int i = 0; i < S.n; i++) {
 		int k = 0;
@@ -467,7 +831,7 @@ static void reload(void)
 	}
 	changed += apply_ifaces(c);
 	for (int k = 0; k < c->nr_cgroups; k++) {
-		if (next[k])
+		if (next[k] || c->cg[k].pattern)
 			continue;
 		changed++;
 		if (!(next[k] = inst_new(&c->cg[k])))
@@ -485,6 +849,7 @@ static void reload(void)
 	/* In place: metrics.c holds pointers to the (unchanged) metrics strings. */
 	memcpy(S.cfg, c, sizeof(*c));
 	free(c);
+	scan_patterns();
 	sp_log(SP_LOG_INFO, "reloaded %s: %d change%s", S.cfg->file, changed, changed == 1 ? "" : "s");
 	waiting = 0;
 	for (int i = 0; i < S.n; i++)
@@ -534,6 +899,11 @@ static int watch_config(const char *file)
 
 static void stop_all(void)
 {
+	for (int i = 0; i < S.nm; i++)
+		inst_free(S.m[i]);
+	free(S.m);
+	S.m = NULL;
+	S.nm = S.m_cap = 0;
 	for (int i = 0; i < S.n; i++)
 		inst_free(S.cg[i]);
 	S.n = 0;
@@ -550,24 +920,39 @@ static int start_all(void)
 	if (c->nr_ifaces && (!(S.ifaces = inst_new(&c->global)) || attach(S.ifaces)))
 		return -1;
 	for (int i = 0; i < c->nr_cgroups; i++) {
-		if (!(S.cg[i] = inst_new(&c->cg[i])))
+		if (c->cg[i].pattern)
+			continue;
+		if (!(S.cg[S.n] = inst_new(&c->cg[i])))
 			return -1;
 		S.n++;
 		/* At start, a cgroup that exists and cannot be attached is an error of the set-up. */
-		if (attach(S.cg[i]))
+		if (attach(S.cg[S.n - 1]))
 			return -1;
-		if (S.cg[i]->state == I_WAITING) {
+		if (S.cg[S.n - 1]->state == I_WAITING) {
 			waiting++;
 			sp_log(SP_LOG_INFO, "cgroup %s does not exist yet: attached when it appears",
 			       c->cg[i].path);
 		}
 	}
+	scan_patterns();
 	status_line(line, sizeof(line), "attached from", waiting);
 	printf("stackpilot: %s; pins in %s; SIGHUP re-reads the file, Ctrl-C detaches\n",
 	       line, c->pin_dir);
 	fflush(stdout);
 	sp_notify("STATUS=%s", line);
 	return 0;
+}
+
+/* Each match holds a few dozen descriptors: the soft limit up to the hard one. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			sp_log(SP_LOG_WARN, "cannot raise the file descriptor limit: %s", strerror(errno));
+	}
 }
 
 int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_run,
@@ -606,6 +991,8 @@ int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_
 	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	if (stats_fd < 0)
 		sp_log(SP_LOG_WARN, "BPF run-time stats unavailable: %s", strerror(errno));
+	S.limit = SP_MAX_INSTANCES - SP_MAX_CGROUPS;
+	raise_nofile();
 	if ((watch && watch_config(S.cfg->file)) || start_all())
 		goto out;
 	check_w = sp_loop_timer(on_check, NULL);

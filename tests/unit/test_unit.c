@@ -579,6 +579,55 @@ static void test_config(void)
 }
 
 /* Lines as files hold them: a NUL byte is named as such and never eats the next line. */
+/* [cgroup PATTERN]: fnmatch per level, '**' across levels. */
+static void test_cgroup_match(void)
+{
+	static const struct {
+		const char *pat, *path;
+		bool want;
+	} cases[] = {
+		/* A literal path matches itself only: not a parent, child or prefix. */
+		{ "system.slice/nginx.service", "system.slice/nginx.service", true },
+		{ "system.slice/nginx.service", "system.slice", false },
+		{ "system.slice/nginx.service", "system.slice/nginx.service/x", false },
+		{ "system.slice/nginx", "system.slice/nginx.service", false },
+		/* '*' stays within one level. */
+		{ "machine.slice/libpod-*.scope", "machine.slice/libpod-ab12.scope", true },
+		{ "machine.slice/libpod-*.scope", "machine.slice/libpod-ab12.scope/container", false },
+		{ "libpod_parent/libpod-*", "libpod_parent/libpod-1/x", false },
+		{ "a/*", "a/b/c", false },
+		{ "a*c", "ab/c", false },
+		{ "*/c", "a/b/c", false },
+		{ "a/?/c", "a/b/c", true },
+		{ "a/[bx]/c", "a/x/c", true },
+		{ "a/[!bx]/c", "a/b/c", false },
+		/* '**' is zero or more levels between two. */
+		{ "kubepods.slice/**/cri-containerd-*.scope", "kubepods.slice/cri-containerd-1.scope", true },
+		{ "kubepods.slice/**/cri-containerd-*.scope",
+		  "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/"
+		  "cri-containerd-9f.scope", true },
+		{ "kubepods.slice/**/cri-containerd-*.scope", "other.slice/x/cri-containerd-1.scope", false },
+		{ "kubepods.slice/**/cri-containerd-*.scope", "kubepods.slice/x/cri-containerd-1.scope/y", false },
+		{ "**/leaf", "leaf", true },
+		{ "**/leaf", "a/b/leaf", true },
+		{ "a/**/b/**/c", "a/b/c", true },
+		{ "a/**/b/**/c", "a/x/b/y/z/c", true },
+		{ "a/**/b/**/c", "a/x/y/c", false },
+		/* ... and one or more at the end: what is below, not the folder itself. */
+		{ "a/**", "a", false },
+		{ "a/**", "a/b", true },
+		{ "a/**", "a/b/c", true },
+		{ "a/**", "ab/c", false },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		CHECK(check_name("cgmatch/%zu", i), EQ(sp_cgroup_match(cases[i].pat, cases[i].path),
+						      cases[i].want) ||
+		      check_note("%s against %s", cases[i].pat, cases[i].path));
+	CHECK("cgpattern_is", sp_cgroup_is_pattern("a/*") && sp_cgroup_is_pattern("a/b?") &&
+	      sp_cgroup_is_pattern("a/[xy]") && !sp_cgroup_is_pattern("system.slice/a-b.service"));
+}
+
 static void test_read_line(void)
 {
 	static const char text[] = "prob=41\nx\0y\nmode=1\n\n0123456789abcdef\nport=5555";
@@ -626,6 +675,7 @@ int main(int argc, char **argv)
 	test_instances();
 	test_cgroup_input();
 	test_config();
+	test_cgroup_match();
 	test_read_line();
 	test_readme_tunables(readme);
 	return failures ? 1 : 0;
