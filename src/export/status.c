@@ -15,6 +15,9 @@
 #include "core/sp.h"
 #include "export/export.h"
 
+/* The layout t_status_hostile_meta writes by hand: grow both together. */
+_Static_assert(sizeof(struct sp_meta) == 1600, "struct sp_meta changed: update t_status_hostile_meta");
+
 int sp_instances(const char *pin_dir, char (*names)[256], int max)
 {
 	struct dirent **e;

@@ -299,7 +299,7 @@ static const struct inst *conflict(const char *path, __u32 modules, const struct
 	for (int i = 0; i < S.n + S.nm; i++) {
 		const struct inst *o = i < S.n ? S.cg[i] : S.m[i - S.n];
 
-		if (o == self || o->state != I_ATTACHED)
+		if (!o || o == self || o->state != I_ATTACHED)
 			continue;
 		if (!strcmp(o->sec.path, path) ||
 		    ((o->sec.modules & modules) &&
@@ -827,6 +827,8 @@ static void reload(void)
 		sp_log(SP_LOG_INFO, "cgroup %s: %s", S.cg[i]->sec.path,
 		       k < c->nr_cgroups ? "modules changed: attached anew" : "removed from the file: detached");
 		inst_free(S.cg[i]);
+		/* Gone: conflict() walks S.cg while the new ones attach below. */
+		S.cg[i] = NULL;
 		changed++;
 	}
 	changed += apply_ifaces(c);

@@ -406,11 +406,14 @@ t_status_hostile_meta() {
 	mkdir "$PIN" || fail "mkdir $PIN"
 	# struct sp_meta: 384 bytes up to the end of cgroup (nr_ifaces at 24),
 	# then flags, pad, state_file (256), the loop delays (16), the --iface
-	# names (8 x 16). One interface, gone (index 0), its name unterminated.
-	bpftool map create "$PIN/meta" type array key 4 value 792 entries 1 name sp_meta || fail "map create: exit $?"
+	# names (8 x 16), the programs' modules and names (16 x 16, 16 x 32),
+	# refused, metrics_top, version (32). One interface, gone (index 0), its
+	# name unterminated.
+	bpftool map create "$PIN/meta" type array key 4 value 1600 entries 1 name sp_meta || fail "map create: exit $?"
 	bpftool map update pinned "$PIN/meta" key 0 0 0 0 value hex 01 $(printf '00 %.0s' $(seq 23)) \
 		01 $(printf '00 %.0s' $(seq 103)) $(printf '41 %.0s' $(seq 256)) $(printf '00 %.0s' $(seq 280)) \
-		$(printf '42 %.0s' $(seq 16)) $(printf '00 %.0s' $(seq 112)) || fail "map update: exit $?"
+		$(printf '42 %.0s' $(seq 16)) $(printf '00 %.0s' $(seq 112)) $(printf '00 %.0s' $(seq 808)) ||
+		fail "map update: exit $?"
 	"$SP" status --json --pin-path "$PIN" >"$TMP/s.json" || fail "status exit $?"
 	jq -e '.pid == 1 and (.cgroup | length) == 256 and (.cgroup | test("^A+$"))' "$TMP/s.json" >/dev/null ||
 		fail "status --json of an unterminated cgroup: $(cat "$TMP/s.json")"
