@@ -132,7 +132,7 @@ t_pattern_limit() {
 	# The attached ones go: the others fit now.
 	for d in "$PIN"/sp-test-$ID:c-*; do rmdir "$CG/${d##*:}"; done
 	pat_wait grep -q "patterns: below the limit again" "$TMP/sp.err" || fail "no line when below the limit: $(sp_said)"
-	pat_wait eval '[ "$(ls -d "$PIN"/sp-test-$ID:c-* 2>/dev/null | wc -l)" -ge 5 ]' || fail "the others not attached: $(sp_said)"
+	pat_wait eval '[ "$(ls -d "$PIN"/sp-test-$ID:c-* 2>/dev/null | wc -l)" -ge 5 ]' || fail "fewer than 5 of the others attached: $(sp_said)"
 	sp_stop || fail "stackpilot run exited $?: $(sp_said)"
 }
 
@@ -213,8 +213,8 @@ t_pattern_podman() {
 	echo "attach after podman run -d returned (s, $n containers): $s"
 	echo "run -d took (s): $(awk '{ printf "%.3f\n", $3 - $2 }' "$TMP/runs" | sort -g | awk '{ v[NR] = $1 } END { printf "median %.3f max %.3f", v[int((NR + 1) / 2)], v[NR] }')"
 	echo "before: $before"; echo "at 10:  $at10"; echo "after:  $after"
-	awk -v m="$(echo "$s" | awk '{ print $8 }')" 'BEGIN { exit !(m <= 1.0) }' || fail "attached later than 1 s: $s"
-	[ "$(probe_val "$at10" progs)" -gt 0 ] || fail "no programs counted while containers ran: $at10"
+	awk -v m="$(echo "$s" | awk '{ print $8 }')" 'BEGIN { exit !(m <= 1.0) }' || fail "attached later than 1.0 s: $s"
+	[ "$(probe_val "$at10" progs)" -gt 0 ] || fail "programs counted while containers ran: not > 0: $at10"
 	for k in progs maps pins locks; do
 		assert_eq "$(probe_val "$after" $k)" "$(probe_val "$before" $k)" "$k after $n containers"
 	done
