@@ -182,6 +182,9 @@ t_pattern_podman() {
 	# machine (verifier and vmlinux BTF, docs/configuration.md), more than
 	# 2 CPUs shared with podman keep up with at one container a second.
 	pat_conf "[cgroup $PODP/libpod-*]" "modules = ${SP_PODMAN_MODULES:-tcpstats}"
+	# Under `make check` the loader is built with ASan, whose quarantine holds
+	# freed memory back (256 MiB by default): RSS would measure the quarantine.
+	export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0:thread_local_quarantine_size_kb=0
 	# The daemon's log lines with the time each was written (bash's clock, as t0/t1).
 	: >"$TMP/sp.err"
 	sp_spawn bash -c 'exec "$@" 2> >(while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done >>"$0")' \
