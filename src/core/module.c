@@ -105,6 +105,15 @@ int sp_cfg_write(const char *pin_dir, const struct sp_module *m, const void *cfg
 	return err ? sp_err("%s: %s", path, strerror(-err)) : 0;
 }
 
+/*
+ * The maps a module's pins hold: every named one, not .rodata/.bss, and not
+ * sp_rttcb (one per process, shared by the modules, read by no one).
+ */
+static bool pinned(const struct bpf_map *map)
+{
+	return !strchr(bpf_map__name(map), '.') && strcmp(bpf_map__name(map), SP_RTTCB_MAP);
+}
+
 /* Pin every named map of a module (not .rodata/.bss) as PIN_DIR/<map name>. */
 int sp_pin_obj_maps(struct bpf_object *obj, const char *pin_dir)
 {
@@ -112,8 +121,7 @@ int sp_pin_obj_maps(struct bpf_object *obj, const char *pin_dir)
 	char path[512];
 
 	bpf_object__for_each_map(map, obj) {
-		/* sp_rttcb: one per process, shared by the modules, read by no one. */
-		if (strchr(bpf_map__name(map), '.') || !strcmp(bpf_map__name(map), SP_RTTCB_MAP))
+		if (!pinned(map))
 			continue;
 		if (sp_pin_path(path, sizeof(path), pin_dir, bpf_map__name(map)))
 			return -1;
@@ -135,7 +143,7 @@ void sp_unpin_obj_maps(struct bpf_object *obj, const char *pin_dir)
 	return;
 #endif
 	bpf_object__for_each_map(map, obj) {
-		if (strchr(bpf_map__name(map), '.') || !strcmp(bpf_map__name(map), SP_RTTCB_MAP))
+		if (!pinned(map))
 			continue;
 		if (!sp_pin_path(path, sizeof(path), pin_dir, bpf_map__name(map)))
 			unlink(path);
