@@ -70,6 +70,10 @@ static void usage_run(FILE *out)
 "  --metrics-top N    in the metrics, at most N rows of each module's table: pmtu's\n"
 "                     destinations, rehash's, fragguard's peers, each in its own\n"
 "                     order (docs/metrics.md); 0 = none (default %d, at most %d)\n"
+"  --bpf-stats        count the runs and run time of the BPF programs (status'\n"
+"                     programs, the stackpilot_bpf_program_* metrics). Off by\n"
+"                     default: while on, every BPF program of the host reads\n"
+"                     the clock twice a run\n"
 "  --persist          apply and save state: tunables `set` changes are saved\n"
 "                     for the next run on this cgroup, and what modules learned\n"
 "                     (pmtu) is saved every %d s and at exit, restored at start\n"
@@ -120,6 +124,7 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 		{ "config", required_argument, NULL, 'C' },
 		{ "watch-config", no_argument, NULL, 'W' },
 		{ "metrics-top", required_argument, NULL, 'T' },
+		{ "bpf-stats", no_argument, NULL, 'B' },
 	};
 	int opt, n = 0, rc, li = 0;
 
@@ -157,7 +162,7 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 				return sp_fail(2, "--iface %s: no such interface", optarg);
 			snprintf(run->ifname[run->nr_ifaces++], sizeof(run->ifname[0]), "%s", optarg);
 			break;
-		case 't': case 'L': case 'T':	/* metrics.c */
+		case 't': case 'L': case 'T': case 'B':	/* metrics.c */
 			if ((rc = sp_metrics_opt(opt, optarg)))
 				return rc;
 			break;
@@ -189,8 +194,8 @@ static int parse_run(int argc, char **argv, struct sp_run *run, struct run_args 
 			       a->file_only);
 	if (a->config && a->file_only)
 		return sp_fail(2, "--%s: with --config, give it in the file (only --log-level, "
-			       "--interval, --state-dir, --dry-run, --watch-config, --metrics-top and "
-			       "--verbose go with --config)", a->file_only);
+			       "--interval, --state-dir, --dry-run, --watch-config, --metrics-top, "
+			       "--bpf-stats and --verbose go with --config)", a->file_only);
 	if (a->watch && !a->config)
 		return sp_fail(2, "--watch-config: give --config FILE too (it watches that file)");
 	if (a->config)
@@ -250,10 +255,8 @@ static int setup_run(struct sp_run *run, struct run_args *a, int *lock_fd, int *
 	    sp_state_open())
 		return 1;
 	sp_sweep_pins(run->pin_dir);
-	/* Run counts and times while we run; the kernel drops this with the fd. */
-	*stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-	if (*stats_fd < 0)
-		sp_log(SP_LOG_WARN, "BPF run-time stats unavailable: %s", strerror(errno));
+	/* With --bpf-stats, run counts and times while we run. */
+	*stats_fd = sp_bpf_stats_open();
 	if (sp_run_attach(run))
 		return 1;
 	printf("stackpilot: attached");

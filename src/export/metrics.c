@@ -38,6 +38,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <microhttpd.h>
+#include <bpf/bpf.h>
 #include "core/sp.h"
 #include "export/export.h"
 #include "core/loop.h"
@@ -122,8 +123,26 @@ static int parse_listen(const char *arg)
 
 unsigned int sp_metrics_top = SP_METRICS_TOP_DEFAULT;
 
+bool sp_bpf_stats;
+
+int sp_bpf_stats_open(void)
+{
+	int fd;
+
+	if (!sp_bpf_stats)
+		return -1;
+	fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (fd < 0)
+		sp_log(SP_LOG_WARN, "--bpf-stats: BPF run-time stats unavailable: %s", strerror(errno));
+	return fd;
+}
+
 int sp_metrics_opt(int opt, const char *arg)
 {
+	if (opt == 'B') {
+		sp_bpf_stats = true;
+		return 0;
+	}
 	if (opt == 'T') {
 		if (sp_parse_u32(arg, 0, SP_TABLE_ROWS, &sp_metrics_top))
 			return sp_fail(2, "--metrics-top %s: expected rows in [0, %d] (0: no per-destination "

@@ -56,7 +56,7 @@ static const struct sp_field prog_cols[] = {
 	{ "id", SP_GAUGE, false, "", "the kernel's program id (an identifier)" },
 	{ "name", SP_STRING, false, "", "program name" },
 	{ "module", SP_STRING, false, "", "the module it belongs to" },
-	{ "run_cnt", SP_COUNTER, false, "", "runs since the run enabled BPF stats" },
+	{ "run_cnt", SP_COUNTER, false, "", "runs counted while BPF stats were on (--bpf-stats)" },
 	{ "run_time_ns", SP_COUNTER, false, "ns", "time spent in the program" },
 	{ "avg_ns", SP_GAUGE, true, "ns", "average time per run" },
 };

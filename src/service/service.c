@@ -990,9 +990,7 @@ int sp_config_run(const char *file, bool keep_log_level, int interval, bool dry_
 	S.ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (S.ino_fd >= 0 && !(S.ino_w = sp_loop_watch(S.ino_fd, on_inotify, NULL)))
 		goto out;
-	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-	if (stats_fd < 0)
-		sp_log(SP_LOG_WARN, "BPF run-time stats unavailable: %s", strerror(errno));
+	stats_fd = sp_bpf_stats_open();
 	S.limit = SP_MAX_INSTANCES - SP_MAX_CGROUPS;
 	raise_nofile();
 	if ((watch && watch_config(S.cfg->file)) || start_all())

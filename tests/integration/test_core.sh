@@ -188,7 +188,7 @@ t_sigkill_then_rerun() {
 t_tcpstats_counts_cgroup_only() {
 	netns_pair; make_cgroup
 	tcp_server 5201
-	sp_start --cgroup "$CG" --modules tcpstats
+	sp_start --cgroup "$CG" --modules tcpstats --bpf-stats
 	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 10000 3 >/dev/null || fail "client in cgroup: exit $?"
 	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client fd77::2 5201 10000 2 >/dev/null || fail "v6 client in cgroup: exit $?"
 	assert_eq "$(status_num active_opens)" 5 "active_opens after 5 connections from the cgroup"
@@ -203,6 +203,33 @@ t_tcpstats_counts_cgroup_only() {
 	local runs=$(status_num run_cnt) avg=$(status_num avg_ns)
 	assert_ge "$runs" 7 "program run count"
 	awk "BEGIN { exit !($avg > 0) }" || fail "average run time $avg, expected > 0"
+}
+
+# The kernel's run counts cost every BPF program of the host two clock
+# reads a run: on only with --bpf-stats, off again when the run ends.
+t_bpf_stats_opt_in() {
+	netns_pair; make_cgroup
+	tcp_server 5201
+	local runs
+	for opt in "" --bpf-stats; do
+		sp_start --cgroup "$CG" --modules tcpstats $opt
+		in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 1000 3 >/dev/null || fail "client: exit $?"
+		assert_eq "$(status_num active_opens)" 3 "active_opens with '$opt'"
+		runs=$(status_num run_cnt)
+		sp_stop || fail "stackpilot run $opt exited $?; its stderr ends: $(sp_said)"
+		if [ -z "$opt" ]; then
+			assert_eq "$runs" 0 "runs counted without --bpf-stats (another process turned BPF stats on?)"
+		else
+			assert_ge "$runs" 3 "runs counted with --bpf-stats"
+		fi
+	done
+	# Off with the run: a program that runs now is not counted.
+	local id
+	sp_start --cgroup "$CG" --modules tcpstats
+	id=$(cgroup_progs)
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 1000 2 >/dev/null || fail "client: exit $?"
+	assert_eq "$(bpftool prog show id "$id" -j | jq '.run_cnt // 0')" 0 "runs of program $id after a --bpf-stats run ended"
+	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
 
 # Loss makes retransmissions; a blackout longer than the RTO makes RTOs.

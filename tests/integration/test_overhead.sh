@@ -37,7 +37,7 @@ t_overhead_runs_per_connection() {
 	netns_pair; make_cgroup
 	tcp_server 5201
 	for mods in tcpstats rehash pmtu tcpstats,rehash tcpstats,pmtu rehash,pmtu tcpstats,rehash,pmtu; do
-		sp_start --cgroup "$CG" --modules "$mods"
+		sp_start --cgroup "$CG" --modules "$mods" --bpf-stats
 		bulk 8
 		small=$(sockops_runs)
 		rate=$(awk -v s="$(bulk_field secs)" 'BEGIN { r = 8 * 1048576 / s / 2; print int(r < 268435456 ? r : 268435456) }')
@@ -66,7 +66,7 @@ t_overhead_rtt_shared() {
 	local rtt
 	netns_pair; make_cgroup
 	tcp_server 5201
-	sp_start --cgroup "$CG" --modules rehash,pmtu
+	sp_start --cgroup "$CG" --modules rehash,pmtu --bpf-stats
 	sp_ctl set rehash.rounds=3 >/dev/null || fail "set rehash.rounds=3"
 	bulk 64
 	rtt=$(sp_num '.modules.rehash.rtt_callbacks')

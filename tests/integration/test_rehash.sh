@@ -204,7 +204,7 @@ t_rehash_strict_defer() {
 # no loss) runs no RTT callback in sp_rehash at all; a lossy one still
 # rehashes, with RTT callbacks only while a decision is pending.
 t_rehash_clean_flow_no_rtt_cb() {
-	rh_setup
+	rh_setup --bpf-stats
 	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail "set rehash.prob=100 rehash.mode=1: exit $?"
 	in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 3 --fq-rate 40M >/dev/null ||
 		fail iperf3
