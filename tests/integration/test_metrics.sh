@@ -36,7 +36,7 @@ t_metrics_prometheus() {
 	make_cgroup
 	mkdir "$CG/$odd" || fail "mkdir: exit $?"
 	on_exit rmdir "'$CG/$odd'"
-	mx_start "$CG/$odd"
+	mx_start "$CG/$odd" --bpf-stats
 	sp_ctl status --prometheus >"$TMP/p1" || fail "status --prometheus exit $?"
 	promtool_clean "$TMP/p1"
 	grep -q '^# TYPE stackpilot_bpf_program_runs_total counter$' "$TMP/p1" || fail "no program runs: $(tail -5 "$TMP/p1")"

@@ -189,17 +189,18 @@ cap_run() {
 # with the unit's set every module attaches and pmtu searches, installs its
 # route and restores what it changed; without CAP_NET_RAW the search cannot
 # probe; without CAP_BPF, CAP_PERFMON or CAP_NET_ADMIN nothing starts;
-# CAP_SYS_ADMIN adds only BPF run-time stats.
+# CAP_SYS_ADMIN adds only BPF run-time stats (--bpf-stats).
 t_service_capabilities() {
 	source "$ROOT/tests/lib_pmtu.sh"
 	pmtu_topo 1400; make_cgroup; host_bpffs
 	SP_NS=
 	local caps=$(unit_caps) c rc
 	assert_eq "$caps" "+bpf,+perfmon,+net_admin,+net_raw" "unit's bounding set"
-	cap_run "$caps" --modules all --iface s0 --mtu-probing 1
+	cap_run "$caps" --modules all --iface s0 --mtu-probing 1 --bpf-stats
 	grep CapEff "/proc/$SP_PID/status"
 	assert_eq "$(sp_json '.modules | keys | sort | join(",")')" "fragguard,pmtu,rehash,tcpstats" "modules attached"
-	grep -q 'run-time stats unavailable' "$TMP/sp.err" || fail "expected the stats warning without CAP_SYS_ADMIN: $(tail -5 "$TMP/sp.err")"
+	grep -q 'bpf-stats: BPF run-time stats unavailable' "$TMP/sp.err" ||
+		fail "expected the stats warning for --bpf-stats without CAP_SYS_ADMIN: $(tail -5 "$TMP/sp.err")"
 	sp_ctl set pmtu.route=1 >/dev/null || fail "set pmtu.route=1: exit $?"
 	set -- $(xfer 10.30.2.2 1000000)
 	echo "first connection, unit's capabilities: $* ; $(cat "$TMP/sp.err")"
@@ -216,6 +217,7 @@ t_service_capabilities() {
 	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	cat "$TMP/sp.err"
 	grep -q 'cannot send a probe: Operation not permitted' "$TMP/sp.err" || fail "no probe failure logged without CAP_NET_RAW: $(tail -5 "$TMP/sp.err")"
+	! grep -q 'run-time stats' "$TMP/sp.err" || fail "a stats warning without --bpf-stats: $(grep 'run-time stats' "$TMP/sp.err")"
 	# Without any one of the other three: refused before anything attaches.
 	for c in bpf perfmon net_admin; do
 		nsenter --net="/run/netns/$NS_S" setpriv --bounding-set "-all,${caps//+$c,/}" --inh-caps -all -- \
@@ -225,9 +227,12 @@ t_service_capabilities() {
 		assert_eq "$(cgroup_progs)" "" "programs attached without cap_$c"
 	done
 	# With CAP_SYS_ADMIN too, the one difference: run-time stats.
-	cap_run "$caps,+sys_admin" --modules tcpstats
+	cap_run "$caps,+sys_admin" --modules tcpstats --bpf-stats
+	xfer 10.30.2.2 1000 >/dev/null
+	local runs=$(sp_json '[.programs[].run_cnt] | add')
 	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 	grep -q 'run-time stats unavailable' "$TMP/sp.err" && fail "stats unavailable with CAP_SYS_ADMIN"
+	assert_ge "$runs" 1 "runs counted with --bpf-stats and CAP_SYS_ADMIN"
 	return 0
 }
 
