@@ -89,7 +89,7 @@ FORCE:
 # Keep the objects and skeletons between builds.
 .SECONDARY: $(BPF_OBJS) $(SKELS)
 
-.PHONY: all deps test-deps check test vmtest bench mutants run clean man install uninstall layers deb image FORCE
+.PHONY: all deps test-deps check test vmtest bench bench-compare mutants run clean man install uninstall layers deb image FORCE
 all: $(OUTPUT)/stackpilot $(OUTPUT)/test_unit $(OUTPUT)/test_fragguard $(OUTPUT)/tcptool $(OUTPUT)/fragflood $(OUTPUT)/fragdiff $(OUTPUT)/fgcost $(OUTPUT)/rhfloor $(OUTPUT)/sockops_floor
 
 # What building needs (`make run` too); test-deps: that and what the
@@ -196,6 +196,13 @@ vmtest: test-deps
 bench: test-deps
 	$(Q)$(MAKE) -s --no-print-directory all
 	$(Q)tests/bench/run.sh
+
+# The benchmarks matching BENCH (default: pmtu, rehash, fragguard) with the
+# stackpilot of REV and of this tree, side by side in one run (ABBA).
+bench-compare: test-deps
+	$(Q)test -n "$(REV)" || { echo "bench-compare: give REV=COMMIT (the build to compare against)" >&2; exit 2; }
+	$(Q)$(MAKE) -s --no-print-directory all
+	$(Q)tests/bench/compare.sh "$(REV)" "$(or $(BENCH),pmtu\|rehash\|fragguard)"
 
 # The README's main job: attach to the root cgroup, live status, Ctrl-C detaches.
 # `run` takes the root cgroup only when asked for by name (--cgroup /): this

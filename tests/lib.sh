@@ -135,6 +135,10 @@ sp_start() {
 	sp_spawn ${SP_NS:+ip netns exec "$SP_NS"} "$SP" run --pin-path "$PIN" --interval 0 "$@"
 }
 
+# "--bpf-stats" if this build's run takes it (older builds counted runs
+# always): for benchmarks that read run counts and may time an older build.
+sp_stats_opt() { "$SP" run --help 2>/dev/null | grep -q -- '--bpf-stats' && echo --bpf-stats; }
+
 # Run "$@", a `stackpilot run` command line of the test's own, in the
 # background as SP_PID (stopped by cleanup); wait until it has attached.
 # Its stderr is added to $TMP/sp.err.

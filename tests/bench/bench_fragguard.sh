@@ -27,7 +27,7 @@ fresh() { # fresh CONFIG: new testbed configured as CONFIG
 	high100) ip netns exec "$NS_R" sysctl -qw net.ipv4.ipfrag_high_thresh=104857600 \
 			net.ipv4.ipfrag_low_thresh=78643200 ;;
 	time1) ip netns exec "$NS_R" sysctl -qw net.ipv4.ipfrag_time=1 ;;
-	stackpilot) sp_start --modules fragguard --iface rp1 --iface rp2 ;;
+	stackpilot) sp_start --modules fragguard --iface rp1 --iface rp2 $(sp_stats_opt) ;;
 	esac
 }
 

@@ -62,7 +62,7 @@ with_sp() {
 	sp_stop
 	# Then with the kernel's run counts and times, to see per program; the
 	# connection rate again, to see what the counting costs.
-	sp_start --cgroup "$CG" --bpf-stats
+	sp_start --cgroup "$CG" $(sp_stats_opt)
 	a=$(progs)
 	crate >>"$TMP/stats.c"
 	join <(echo "$a") <(progs) >"$TMP/before-after"
@@ -80,7 +80,7 @@ done
 # per event, what a run costs before it does anything, N - 1 times: an
 # empty sockops program beside stackpilot's, on the connection-rate load,
 # measures that floor and the events per connection.
-sp_start --cgroup "$CG" --bpf-stats
+sp_start --cgroup "$CG" $(sp_stats_opt)
 coproc FLOOR { exec "$BUILD/sockops_floor" "$CG"; }
 read -r floor_id <&"${FLOOR[0]}" || fail "sockops_floor did not start"
 crate >/dev/null

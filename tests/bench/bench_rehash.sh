@@ -182,7 +182,7 @@ cost() {
 			ecmp_topo 2 100mbit
 			ip netns exec "$NS_D" iperf3 -s -D -p 5201 >/dev/null || fail iperf3
 		fi
-		sp_start --cgroup "$CG" --modules rehash
+		sp_start --cgroup "$CG" --modules rehash $(sp_stats_opt)
 		sleep 0.3
 		b=$(cost_flow $label)
 		sp_ctl status --json >"$TMP/cost.json"
