@@ -456,6 +456,17 @@ static __always_inline int fill4(struct __sk_buff *skb, __u32 nh, const struct i
 	return 1;
 }
 
+/* The one's complement sum of a 20-byte header (no options: nearly every
+ * fragment), without a helper call. */
+static __always_inline __u32 csum20(const struct iphdr *ip)
+{
+	const __u32 *w = (const __u32 *)ip;
+	__u64 s = (__u64)w[0] + w[1] + w[2] + w[3] + w[4];
+
+	s = (s & 0xffffffff) + (s >> 32);
+	return (s & 0xffffffff) + (s >> 32);
+}
+
 static __always_inline bool csum_ok(__u32 sum)
 {
 	sum = (sum & 0xffff) + (sum >> 16);
@@ -491,7 +502,8 @@ static __always_inline int parse(struct __sk_buff *skb, struct frag *f)
 			__builtin_memset(f, 0, sizeof(*f));
 			if (ip->version != 4)
 				return 0;
-			if (hl < 20 || !csum_ok(bpf_csum_diff(NULL, 0, (void *)ip, hl & 60, 0)))
+			if (hl < 20 || !csum_ok(hl == 20 ? csum20(ip) :
+						bpf_csum_diff(NULL, 0, (void *)ip, hl & 60, 0)))
 				return -1;
 			return fill4(skb, 14, ip, hl, f);
 		}
@@ -968,7 +980,7 @@ static __always_inline __u64 share_of(__u64 base_ms, __s64 used, __u64 cap)
  * The seed's rule: max(base*(limit - peer)/limit, base*(high - mem)/high),
  * base = ipfrag_time. 0 when both the peer and the namespace are full.
  */
-static __always_inline bool too_old(__u64 age, const struct sp_fg_peer *p, __u64 limit,
+static __always_inline bool too_old(__u64 age, const struct sp_fg_peer *p, struct cfg *c,
 				    const struct sp_fg_global *g)
 {
 	__u64 base_ms = time_of(g) / 1000000, t;
@@ -978,7 +990,8 @@ static __always_inline bool too_old(__u64 age, const struct sp_fg_peer *p, __u64
 	t = g && g->high_thresh ? share_of(base_ms, g->mem, g->high_thresh) : base_ms;
 	if (age <= t * 1000000)
 		return false;
-	return age > share_of(base_ms, p ? p->mem : 0, limit) * 1000000;
+	read_cfg(c);
+	return age > share_of(base_ms, p ? p->mem : 0, c->peer_limit) * 1000000;
 }
 
 static __always_inline int refuse(const struct cfg *c, __u32 why, struct sp_fg_peer *p)
@@ -1183,7 +1196,6 @@ int sp_fragguard(struct __sk_buff *skb)
 		sp_count(&fragguard_ctr, SP_FG_ORPHANED, 1);
 		return TC_PASS;
 	}
-	read_cfg(&c);
 	/* What the kernel will charge for this fragment. A tc program's ctx is
 	 * the sk_buff itself: read from it (bpf_cast_to_kern_ctx would be 6.2+). */
 	if (bpf_probe_read_kernel(&truesize, sizeof(truesize),
@@ -1192,16 +1204,15 @@ int sp_fragguard(struct __sk_buff *skb)
 	qsize = fam ? bpf_core_type_size(struct frag_queue) : bpf_core_type_size(struct ipq);
 
 	d = bpf_map_lookup_elem(&fragguard_dgram, &f.key);
-	if (d && since(now, d->first_ns) > expired_after(g)) {
-		/* The kernel has expired it; this fragment starts a new queue. */
-		release(d, &f.key, fam, V_EXPIRED, &c, now, NULL);
-		d = NULL;
-	}
-	if (!d) {
+	if (!d || since(now, d->first_ns) > expired_after(g)) {
 		struct sp_fg_agg *a = agg();
 		__u64 *t = a && now - a->last_refusal_ns < 1000000000ULL ?
 			   bpf_map_lookup_elem(&fragguard_refused, &f.key) : NULL;
 
+		read_cfg(&c);
+		/* The kernel has expired it; this fragment starts a new queue. */
+		if (d)
+			release(d, &f.key, fam, V_EXPIRED, &c, now, NULL);
 		/* Later fragments come right after the refused one; past a
 		 * second, the same key is a new datagram (IP ID reuse). */
 		if (t && now - *t < 1000000000ULL) {
@@ -1212,10 +1223,12 @@ int sp_fragguard(struct __sk_buff *skb)
 		arm_sweeper();
 		return new_datagram(&f, &c, truesize, qsize, fam, now);
 	}
+	/* A later fragment reads the tunables only where it uses them: the
+	 * age limit past the namespace's term, and the end of a datagram. */
 	p = peer_of(d, &known);
 	if (p)
 		p->last_ns = now;
-	if (too_old(since(now, d->first_ns), p, c.peer_limit, g)) {
+	if (too_old(since(now, d->first_ns), p, &c, g)) {
 		if (known)
 			sp_count(&fragguard_ctr, SP_FG_REF_KNOWN, 1);
 		act = refuse(&c, SP_FG_REF_AGE, p);
@@ -1223,10 +1236,12 @@ int sp_fragguard(struct __sk_buff *skb)
 			return act;
 	}
 	v = queue(d, &f, truesize, &queued);
-	if (v >= 0)
+	if (v >= 0) {
+		read_cfg(&c);
 		release(d, &f.key, fam, v, &c, now, p);
-	else if (queued)
+	} else if (queued) {
 		charge(d, fam, queued, p);
+	}
 	return TC_PASS;
 }
 
