@@ -424,11 +424,40 @@ static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *
 	sp_count(&pmtu_ctr, SP_PM_SUSPECTS, 1);
 }
 
+/*
+ * At establishment: a connection can teach nothing (on_rtt) when what it
+ * could prove is known already: the destination's low is at least the
+ * route's MTU the connection starts with (icsk_pmtu_cookie: what it sends
+ * is at most that), or it was accepted and its client has no entry (a
+ * server's clients make none). Then it asks for no per-ACK callback at all:
+ * a short connection to a known destination costs no RTT_CB runs, for any
+ * module, and no RTT_CB word. (Should the route's MTU rise later in its
+ * life, the next connection starts with it and teaches it.)
+ */
+static __always_inline bool nothing_to_learn(struct bpf_sock_ops *skops, struct bpf_sock *bsk,
+					     bool passive)
+{
+	struct sp_pmtu_entry *e;
+	struct sp_pmtu_key k;
+	struct tcp_sock *tp;
+	__u32 full[4];
+	struct cfg c;
+
+	read_cfg(&c);
+	if (make_key(skops, &c, &k, full))
+		return false;
+	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
+	if (!e)
+		return passive;
+	tp = bpf_skc_to_tcp_sock(bsk);
+	return tp && e->low && e->low >= tp->inet_conn.icsk_pmtu_cookie;
+}
+
 SEC("sockops")
 int sp_pmtu(struct bpf_sock_ops *skops)
 {
 	struct bpf_sock *bsk = skops->sk;
-	struct sk_state *s;
+	struct sk_state *s = NULL;
 
 	switch (skops->op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
@@ -445,9 +474,14 @@ int sp_pmtu(struct bpf_sock_ops *skops)
 			/* Where the kernel's own probing starts (fexit/tcp_sync_mss). */
 			if (tp)
 				s->klow = tp->inet_conn.icsk_mtup.search_low;
+#ifndef SP_MUTANT_PM_ALWAYS_RTT	/* make mutants: every connection waits for its proof */
+			/* on_rtt then returns at once, should another module's ask bring RTT_CB. */
+			s->learned = nothing_to_learn(skops, bsk, s->passive);
+#endif
 		}
 		sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG);
-		sp_rtt_want(skops, SP_RTT_PMTU, true);
+		if (!s || !s->learned)
+			sp_rtt_want(skops, SP_RTT_PMTU, true);
 		return 1;
 	case BPF_SOCK_OPS_RTT_CB:
 	case BPF_SOCK_OPS_RTO_CB:

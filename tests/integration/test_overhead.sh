@@ -83,3 +83,25 @@ t_overhead_rtt_shared() {
 	assert_le $(( $(sp_num '.modules.rehash.rtt_callbacks') - rtt )) 64 \
 		"rehash's RTT callbacks over 64 MiB with rounds off, beside pmtu"
 }
+
+# A connection that can teach pmtu nothing (its destination's low is at
+# least the route's MTU it starts with) asks for no per-ACK callback at
+# all: short connections to a learned destination run no RTT callback in
+# any module. One to a destination not known yet still waits for its proof.
+t_overhead_known_destination() {
+	local rtt
+	netns_pair; make_cgroup
+	tcp_server 5201
+	sp_start --cgroup "$CG" --modules rehash,pmtu
+	sp_ctl set rehash.rounds=0 >/dev/null || fail "set rehash.rounds=0"
+	bulk 8
+	assert_ge "$(sp_num '.modules.pmtu.learned_from_connections')" 1 "pmtu learned the destination"
+	rtt=$(sp_num '.modules.rehash.rtt_callbacks')
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 4000 20 >/dev/null || fail "short connections: exit $?"
+	assert_eq $(( $(sp_num '.modules.rehash.rtt_callbacks') - rtt )) 0 \
+		"RTT callbacks of 20 short connections to a learned destination"
+	rtt=$(sp_num '.modules.rehash.rtt_callbacks')
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client fd77::2 5201 4000 1 >/dev/null || fail "IPv6 connection: exit $?"
+	assert_ge $(( $(sp_num '.modules.rehash.rtt_callbacks') - rtt )) 1 \
+		"RTT callbacks of a connection to a destination pmtu has not learned"
+}
