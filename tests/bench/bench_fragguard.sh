@@ -156,7 +156,11 @@ echo "stackpilot's maps after the spoofed flood: $(cat "$TMP/peers") peers track
 # beside v1 (fragguard as of commit 3aa5433, built from git history) and an
 # empty tc program.
 V1=3aa5433
-objs=("$ROOT/build/fragguard.bpf.o")
+# The object of the stackpilot being measured when its build has one beside
+# it (tests/bench/compare.sh), else the tree's.
+fg_obj=$ROOT/build/fragguard.bpf.o
+[ -e "$BUILD/fragguard.bpf.o" ] && fg_obj=$BUILD/fragguard.bpf.o
+objs=("$fg_obj")
 if git -C "$ROOT" cat-file -e "$V1" 2>/dev/null; then
 	mkdir -p "$TMP/v1/include"
 	git -C "$ROOT" show "$V1:bpf/fragguard.bpf.c" >"$TMP/v1/fragguard.bpf.c"
@@ -177,4 +181,4 @@ for r in $(seq 3 $((rows + 2))); do
 	name=$(sed -n "${r}p" "$TMP/cost1" | cut -d'|' -f2)
 	med() { for i in 1 2 3; do sed -n "${r}p" "$TMP/cost$i" | cut -d'|' -f"$1"; done | sort -g | sed -n 2p; }
 	echo "|$name| $(med 3) | $(med 4) |$(sed -n "${r}p" "$TMP/cost2" | cut -d'|' -f5)|"
-done | sed "s|$TMP/v1/||; s|$ROOT/build/||"
+done | sed "s|$TMP/v1/||; s|$ROOT/build/||; s|$BUILD/||"

@@ -39,6 +39,10 @@ for b in old new; do
 done
 cp "$work/src/build/stackpilot" "$work/old/"
 cp build/stackpilot "$work/new/"
+# The BPF objects too, for benchmarks that also time a program on its own
+# (bench_fragguard's fgcost); stackpilot itself embeds them.
+cp "$work/src"/build/*.bpf.o "$work/old/" 2>/dev/null
+cp build/*.bpf.o "$work/new/"
 
 mkdir -p results
 out=results/compare-$(date +%Y%m%d-%H%M%S).md

@@ -629,3 +629,22 @@ t_config_reload_mid_transfer() {
 	kill -0 "$SP_PID" || fail "run ended: $(sp_said)"
 	sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
 }
+
+# --bpf-stats goes with --config: runs counted only when it is given.
+t_config_bpf_stats() {
+	local runs opt
+	cg_tree a
+	for opt in "" --bpf-stats; do
+		conf "[cgroup sp-test-$ID/a]" "modules = tcpstats"
+		cfg_start $opt
+		# A socket's establishment runs tcpstats; a loopback listener in the cgroup.
+		in_cg a python3 -c 'import socket; s = socket.create_server(("127.0.0.1", 0)); c = socket.create_connection(s.getsockname()); s.accept()'
+		runs=$("$SP" status --pin-path "$PIN" --json | jq '[.. | objects | select(has("run_cnt")) | .run_cnt] | add // 0')
+		sp_stop || fail "run --config $opt exited $?; its stderr ends: $(sp_said)"
+		if [ -z "$opt" ]; then
+			assert_eq "$runs" 0 "runs counted by run --config without --bpf-stats"
+		else
+			assert_ge "$runs" 2 "runs counted by run --config --bpf-stats"
+		fi
+	done
+}
