@@ -979,6 +979,9 @@ static __always_inline __u64 share_of(__u64 base_ms, __s64 used, __u64 cap)
 /*
  * The seed's rule: max(base*(limit - peer)/limit, base*(high - mem)/high),
  * base = ipfrag_time. 0 when both the peer and the namespace are full.
+ * The tunables are read into c only past the namespace's term (most
+ * fragments never get there): when this returns true, c is read, and the
+ * caller's refuse() uses it.
  */
 static __always_inline bool too_old(__u64 age, const struct sp_fg_peer *p, struct cfg *c,
 				    const struct sp_fg_global *g)

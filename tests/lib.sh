@@ -137,7 +137,7 @@ sp_start() {
 
 # "--bpf-stats" if this build's run takes it (older builds counted runs
 # always): for benchmarks that read run counts and may time an older build.
-sp_stats_opt() { "$SP" run --help 2>/dev/null | grep -q -- '--bpf-stats' && echo --bpf-stats; }
+sp_stats_opt() { "$SP" run --help 2>/dev/null | has -e --bpf-stats && echo --bpf-stats; }
 
 # Run "$@", a `stackpilot run` command line of the test's own, in the
 # background as SP_PID (stopped by cleanup); wait until it has attached.

@@ -32,16 +32,16 @@ void sp_prom_textfile_stop(void);
 extern unsigned int sp_metrics_top;
 int sp_metrics_opt(int opt, const char *arg);	/* 0, or an exit code after saying why */
 int sp_metrics_start(const char *pin_dir, unsigned int interval_s);
-/*
- * run --bpf-stats ('B'): the kernel's run counts and times of BPF programs
- * (status' programs table, stackpilot_bpf_program_* metrics). Off unless
- * asked: while on, every BPF program of the host, not only ours, reads the
- * clock twice a run. sp_bpf_stats_open: the fd that keeps them on (the
- * kernel drops them with it), or -1 when not asked or refused (a warning).
- */
-extern bool sp_bpf_stats;
-int sp_bpf_stats_open(void);
 void sp_metrics_stop(void);
+/*
+ * run --bpf-stats ('B', through sp_metrics_opt): the kernel's run counts
+ * and times of BPF programs (status' programs table, stackpilot_bpf_program_*
+ * metrics). Off unless asked: while on, every BPF program of the host, not
+ * only ours, reads the clock twice a run. sp_bpf_stats_open: the fd that
+ * keeps them on (the kernel drops them with it), or -1 when not asked or
+ * refused (a warning).
+ */
+int sp_bpf_stats_open(void);
 /* status.c: the pieces of `status`, shared by the command and prom.c. */
 struct sp_meta;
 int sp_status_read_meta(const char *pin_dir, struct sp_meta *meta);

@@ -123,13 +123,13 @@ static int parse_listen(const char *arg)
 
 unsigned int sp_metrics_top = SP_METRICS_TOP_DEFAULT;
 
-bool sp_bpf_stats;
+static bool bpf_stats;
 
 int sp_bpf_stats_open(void)
 {
 	int fd;
 
-	if (!sp_bpf_stats)
+	if (!bpf_stats)
 		return -1;
 	fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	if (fd < 0)
@@ -140,7 +140,7 @@ int sp_bpf_stats_open(void)
 int sp_metrics_opt(int opt, const char *arg)
 {
 	if (opt == 'B') {
-		sp_bpf_stats = true;
+		bpf_stats = true;
 		return 0;
 	}
 	if (opt == 'T') {

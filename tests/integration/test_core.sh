@@ -210,7 +210,7 @@ t_tcpstats_counts_cgroup_only() {
 t_bpf_stats_opt_in() {
 	netns_pair; make_cgroup
 	tcp_server 5201
-	local runs
+	local runs opt
 	for opt in "" --bpf-stats; do
 		sp_start --cgroup "$CG" --modules tcpstats $opt
 		in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 1000 3 >/dev/null || fail "client: exit $?"
