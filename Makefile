@@ -187,11 +187,11 @@ mutants: test-deps
 	$(Q)tests/mutants/run.sh
 
 # One kernel of the matrix (tests/vm/kernels), e.g. `make vmtest KERNEL=6.1`;
-# TESTS="PATTERN ..." instead of the core set (tests/vm/core-tests). Without
-# KERNEL, every kernel of the matrix.
+# TESTS="PATTERN ..." instead of the core set (tests/vm/core-tests; a
+# pattern may end in $). Without KERNEL, every kernel of the matrix.
 vmtest: test-deps
 	$(Q)$(MAKE) -s --no-print-directory all
-	$(Q)$(if $(KERNEL),tests/vm/run.sh $(KERNEL) $(TESTS),tests/vm/matrix.sh)
+	$(Q)$(if $(KERNEL),tests/vm/run.sh $(KERNEL) $(foreach t,$(value TESTS),'$t'),tests/vm/matrix.sh)
 
 bench: test-deps
 	$(Q)$(MAKE) -s --no-print-directory all
