@@ -17,7 +17,10 @@
  *  RTT_CB          a connection that has delivered learn_kb since its last
  *                  RTO has proved its current MTU good. Asked for at
  *                  establishment and given up once proved (rttcb.bpf.h):
- *                  after learn_kb, no pmtu program runs per ACK.
+ *                  after learn_kb, no pmtu program runs per ACK. One
+ *                  connection a destination a second waits so
+ *                  (SP_PM_PROVER_T); the others prove at their close
+ *                  (STATE_CB), or wait after an RTO.
  *  RTO_CB          an RTO with full-size segments out, at an MTU not known
  *                  to pass: a black hole suspect. Tell the loader, which
  *                  searches the path with DF probes that cost no connection
@@ -89,6 +92,7 @@ struct sk_state {
 	__u8 learned;
 	__u8 suspected;
 	__u8 passive;
+	__u8 left;	/* left its proof to another connection: proves at close */
 };
 
 struct {
@@ -241,26 +245,28 @@ static __always_inline bool fresh(const struct sp_pmtu_entry *e, const struct cf
  * A destination with nothing known (no entry, an expired one, or one whose
  * ask went unanswered for SP_PM_ASK_RETRY_NS): ask the loader to search it.
  * The entry made here marks the ask, so the connections that follow to the
- * same destination ask nothing until the search ends.
+ * same destination ask nothing until the search ends. Returns the
+ * destination's entry: e, or the one made here, or the one another
+ * connection made first.
  */
-static __always_inline void ask(struct bpf_sock_ops *skops, const struct cfg *c,
-				const struct sp_pmtu_key *k, const __u32 *full,
-				struct sp_pmtu_entry *e, __u64 now)
+static __always_inline struct sp_pmtu_entry *ask(struct bpf_sock_ops *skops, const struct cfg *c,
+						 const struct sp_pmtu_key *k, const __u32 *full,
+						 struct sp_pmtu_entry *e, __u64 now)
 {
 	struct sp_pmtu_entry placeholder = {};
 	struct sp_pmtu_event *ev;
 
 	if (!c->search_new)
-		return;
+		return e;
 	if (e) {
 		if (fresh(e, c, now) && (e->low || e->state != SP_PM_S_ASKED))
-			return;	/* known, or searched without an answer: wait for expiry */
+			return e;	/* known, or searched without an answer: wait for expiry */
 		if (now - e->asked_ns < SP_PM_ASK_RETRY_NS)
-			return;
+			return e;
 	}
 	if (!ask_token(c, now)) {
 		sp_count(&pmtu_ctr, SP_PM_ASKS_LIMITED, 1);
-		return;
+		return e;
 	}
 	if (e) {
 		/* Two CPUs may both pass here: the loader drops the duplicate. */
@@ -269,13 +275,15 @@ static __always_inline void ask(struct bpf_sock_ops *skops, const struct cfg *c,
 		placeholder.state = SP_PM_S_ASKED;
 		placeholder.updated_ns = now;
 		placeholder.asked_ns = now;
+		/* Failed: another connection made it first, and asked. */
 		if (bpf_map_update_elem(&pmtu_dsts, k, &placeholder, BPF_NOEXIST))
-			return;	/* another connection made it first, and asked */
+			return bpf_map_lookup_elem(&pmtu_dsts, k);
+		e = bpf_map_lookup_elem(&pmtu_dsts, k);
 	}
 	ev = bpf_ringbuf_reserve(&pmtu_events, sizeof(*ev), 0);
 	if (!ev) {
 		sp_count(&pmtu_ctr, SP_PM_EVENTS_LOST, 1);
-		return;
+		return e;
 	}
 	ev->key = *k;
 	__builtin_memcpy(ev->dst, full, 16);
@@ -284,28 +292,40 @@ static __always_inline void ask(struct bpf_sock_ops *skops, const struct cfg *c,
 	ev->kind = SP_PM_EV_NEW;
 	bpf_ringbuf_submit(ev, 0);
 	sp_count(&pmtu_ctr, SP_PM_ASKED, 1);
+	return e;
 }
 
-static __always_inline void on_connect(struct bpf_sock_ops *skops, bool passive)
+/* A destination the connection finds unknown or out of date is searched. */
+static __always_inline struct sp_pmtu_entry *ask_unknown(struct bpf_sock_ops *skops,
+							 const struct cfg *c,
+							 const struct sp_pmtu_key *k,
+							 const __u32 *full, struct sp_pmtu_entry *e)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!e || !e->low || !fresh(e, c, now))
+		e = ask(skops, c, k, full, e, now);
+	return e;
+}
+
+/* A connection starts (TCP_CONNECT_CB): clamped to what its destination passed. */
+static __always_inline void on_connect(struct bpf_sock_ops *skops)
 {
 	struct sp_pmtu_key k;
 	struct sp_pmtu_entry *e;
 	__u32 full[4];
 	struct cfg c;
-	__u64 now = bpf_ktime_get_ns();
 	int mss;
 
-	sp_count(&pmtu_ctr, passive ? SP_PM_ACCEPTS : SP_PM_CONNECTS, 1);
+	sp_count(&pmtu_ctr, SP_PM_CONNECTS, 1);
 	read_cfg(&c);
 	if (make_key(skops, &c, &k, full))
 		return;
 	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
-	if (!e || !e->low || !fresh(e, &c, now))
-		ask(skops, &c, &k, full, e, now);
+	ask_unknown(skops, &c, &k, full, e);
 	/* An expired low still clamps while its entry is searched again: it
-	 * passed, and starting above it is what may stall. After the handshake
-	 * TCP_MAXSEG changes nothing: for an accepted connection the ask was all. */
-	if (!e || !e->low || passive)
+	 * passed, and starting above it is what may stall. */
+	if (!e || !e->low)
 		return;
 	if (!c.enforce) {
 		sp_count(&pmtu_ctr, SP_PM_WOULD_CLAMP, 1);
@@ -326,26 +346,16 @@ static __always_inline void on_connect(struct bpf_sock_ops *skops, bool passive)
 	}
 }
 
-static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *s)
+/* The connection has delivered learn_kb (since its last RTO): what its
+ * full-size segments use passes. */
+static __always_inline void prove(struct bpf_sock_ops *skops, const struct cfg *c, bool passive)
 {
 	struct sp_pmtu_entry *e, fresh = {};
 	struct sp_pmtu_key k;
 	__u32 full[4], mtu;
-	struct cfg c;
 
-	/* Every ACK of every socket comes here: done sockets leave at once. */
-	if (s->learned)
-		return;
-	read_cfg(&c);
-#ifndef SP_MUTANT_PM_LEARN_AT_ONCE	/* make mutants: a connection proves its MTU at its first ACK */
-	if (skops->bytes_acked - s->acked_at_rto < c.learn_bytes)
-		return;
-#endif
-	s->learned = 1;
-#ifndef SP_MUTANT_RTT_NEVER_OFF	/* make mutants: pmtu keeps RTT_CB for the connection's life */
-	sp_rtt_want(skops, SP_RTT_PMTU, false);
-#endif
-	make_key(skops, &c, &k, full);
+	if (make_key(skops, c, &k, full))
+		return;	/* loopback, link-local: nothing to learn */
 	mtu = conn_mtu(skops, k.family, true);
 	if (!mtu)
 		return;
@@ -355,7 +365,7 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 		 * churn at whatever rate clients come (a client of an IPv6 /64
 		 * has 2^64 addresses), and an accepted connection is never
 		 * clamped. They are searched (rate-limited) instead. */
-		if (s->passive)
+		if (passive)
 			return;
 		fresh.low = mtu;
 		fresh.updated_ns = bpf_ktime_get_ns();
@@ -373,6 +383,45 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 		e->updated_ns = bpf_ktime_get_ns();
 		sp_count(&pmtu_ctr, SP_PM_LEARNED, 1);
 	}
+}
+
+static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *s)
+{
+	struct cfg c;
+
+	/* Every ACK of every socket comes here: done sockets leave at once. */
+	if (s->learned)
+		return;
+	read_cfg(&c);
+#ifndef SP_MUTANT_PM_LEARN_AT_ONCE	/* make mutants: a connection proves its MTU at its first ACK */
+	if (skops->bytes_acked - s->acked_at_rto < c.learn_bytes)
+		return;
+#endif
+	s->learned = 1;
+#ifndef SP_MUTANT_RTT_NEVER_OFF	/* make mutants: pmtu keeps RTT_CB for the connection's life */
+	sp_rtt_want(skops, SP_RTT_PMTU, false);
+#endif
+	prove(skops, &c, s->passive);
+}
+
+/*
+ * A connection that left its proof to another (or had nothing to learn and
+ * runs this because another module asks for STATE_CB) closes: what it
+ * delivered in all is its proof. Its passiveness is not known without
+ * storage: taken as accepted, it raises an entry but makes none (should
+ * its entry have gone meanwhile, expired or evicted, nothing is learned).
+ */
+static __always_inline void on_close(struct bpf_sock_ops *skops)
+{
+	struct cfg c;
+
+#ifdef SP_MUTANT_PM_NO_CLOSE_PROOF	/* make mutants: a connection that left its proof never gives it */
+	return;
+#endif
+	read_cfg(&c);
+	if (skops->bytes_acked < c.learn_bytes)
+		return;
+	prove(skops, &c, true);
 }
 
 static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *s)
@@ -396,7 +445,11 @@ static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *
 		return;
 	}
 	read_cfg(&c);
-	make_key(skops, &c, &k, ev->dst);
+	/* Loopback, link-local: never searched. */
+	if (make_key(skops, &c, &k, ev->dst)) {
+		bpf_ringbuf_discard(ev, 0);
+		return;
+	}
 	ev->key = k;
 	mtu = conn_mtu(skops, k.family, false);
 	/* The key from the stack: 6.1's verifier takes no ring buffer record as a map key. */
@@ -424,77 +477,203 @@ static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *
 	sp_count(&pmtu_ctr, SP_PM_SUSPECTS, 1);
 }
 
+enum role {
+	PM_WAIT,	/* waits for its proof: storage, RTT_CB until learn_kb */
+	PM_NOTHING,	/* can teach nothing */
+	PM_LEFT,	/* leaves its proof to another connection, proves at close */
+};
+
 /*
- * At establishment: a connection can teach nothing (on_rtt) when what it
- * could prove is known already: the destination's low is at least the
- * route's MTU the connection starts with (icsk_pmtu_cookie: what it sends
- * is at most that), or it was accepted and its client has no entry (a
- * server's clients make none). Then it asks for no per-ACK callback at all:
- * a short connection to a known destination costs no RTT_CB runs, for any
- * module, and no RTT_CB word. (Should the route's MTU rise later in its
- * life, the next connection starts with it and teaches it.)
+ * At establishment (and at a first RTO, with claim false): a connection can
+ * teach nothing (on_rtt) when what it could prove is known already: the
+ * destination's low is at least the route's MTU the connection starts with
+ * (icsk_pmtu_cookie: what it sends is at most that), or it was accepted and
+ * its client has no entry (a server's clients make none); and (its
+ * callers) a loopback or link-local one, searched never. Then it asks for
+ * no per-ACK callback at all: a short connection to a known destination
+ * costs no RTT_CB runs, for any module, and no RTT_CB word. (Should the
+ * route's MTU rise later in its life, its close or the next connection
+ * teaches it.) Otherwise, with claim, it waits for its proof only if no
+ * other connection to the destination began to in SP_PM_PROVER_T: a
+ * destination's proof is one connection's work, and a short connection's
+ * wait (storage, RTT_CB word, RTT_CB runs for every module) is most of what
+ * pmtu costs it, for a proof 100 bytes never give.
  */
-static __always_inline bool nothing_to_learn(struct bpf_sock_ops *skops, struct bpf_sock *bsk,
-					     bool passive)
+static __always_inline enum role proof_role(struct bpf_sock *bsk, struct sp_pmtu_entry *e,
+					    bool passive, bool claim)
+{
+	struct tcp_sock *tp;
+	__u32 now;
+
+	if (!e)
+		return passive ? PM_NOTHING : PM_WAIT;
+	tp = bpf_skc_to_tcp_sock(bsk);
+	if (tp && e->low && e->low >= tp->inet_conn.icsk_pmtu_cookie)
+		return PM_NOTHING;
+	if (!claim)
+		return PM_WAIT;
+	now = bpf_ktime_get_ns() >> 20;
+#ifndef SP_MUTANT_PM_EVERY_PROVER	/* make mutants: every connection waits for its proof */
+	/* 0: never claimed (a restored entry starts so). Written from
+	 * outside, it can only make a connection leave its proof. */
+	if (e->prover_t && now - e->prover_t < SP_PM_PROVER_T)
+		return PM_LEFT;
+#endif
+	/* Two CPUs may both claim it: two provers, no harm. */
+	e->prover_t = now ? now : 1;
+	return PM_WAIT;
+}
+
+/*
+ * The connection's establishment: an accepted one first asks for its
+ * client as a connecting one did for its destination at TCP_CONNECT_CB
+ * (after the handshake TCP_MAXSEG changes nothing: the ask is all), and
+ * the one lookup serves the ask and the role.
+ */
+static __always_inline enum role on_established(struct bpf_sock_ops *skops, struct bpf_sock *bsk,
+						bool passive)
 {
 	struct sp_pmtu_entry *e;
 	struct sp_pmtu_key k;
-	struct tcp_sock *tp;
+	__u32 full[4];
+	struct cfg c;
+
+	if (passive)
+		sp_count(&pmtu_ctr, SP_PM_ACCEPTS, 1);
+	read_cfg(&c);
+	if (make_key(skops, &c, &k, full))
+		return PM_NOTHING;
+	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
+	if (passive)
+		e = ask_unknown(skops, &c, &k, full, e);
+	return bsk ? proof_role(bsk, e, passive, true) : PM_NOTHING;
+}
+
+/* At an RTO of a connection without storage, or that left its proof. */
+static __always_inline bool waits_after_rto(struct bpf_sock_ops *skops, struct bpf_sock *bsk,
+					    bool passive)
+{
+	struct sp_pmtu_key k;
 	__u32 full[4];
 	struct cfg c;
 
 	read_cfg(&c);
 	if (make_key(skops, &c, &k, full))
 		return false;
-	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
-	if (!e)
-		return passive;
-	tp = bpf_skc_to_tcp_sock(bsk);
-	return tp && e->low && e->low >= tp->inet_conn.icsk_pmtu_cookie;
+	return proof_role(bsk, bpf_map_lookup_elem(&pmtu_dsts, &k), passive, false) == PM_WAIT;
 }
+
+/*
+ * Set by the loader where the fexit programs are loaded (fentry kernels):
+ * they know a connection of the cgroup by its pmtu_sk storage, so there
+ * every connection gets one at establishment. Elsewhere a connection with
+ * nothing to learn gets none until its first RTO (on_rto() is all that
+ * would read it): the first per-socket storage is most of what stackpilot
+ * costs a short connection (docs/bench/overhead.md).
+ */
+const volatile bool sp_kernel_hooks = false;
 
 SEC("sockops")
 int sp_pmtu(struct bpf_sock_ops *skops)
 {
 	struct bpf_sock *bsk = skops->sk;
 	struct sk_state *s = NULL;
+	enum role role;
+	bool passive;
 
 	switch (skops->op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
-		on_connect(skops, false);
+		on_connect(skops);
 		return 1;
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
-		on_connect(skops, true);
-		/* fall through */
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
-		if (bsk && (s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE))) {
+		passive = skops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB;
+		role = on_established(skops, bsk, passive);
+		if (!bsk)
+			return 1;
+#ifdef SP_MUTANT_PM_ALWAYS_RTT	/* make mutants: every connection waits for its proof */
+		role = PM_WAIT;
+#endif
+		if (role == PM_LEFT)
+			sp_count(&pmtu_ctr, SP_PM_PROOF_LEFT, 1);
+		/* At close, a connection that left its proof gives it (on_close). */
+		sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG |
+				      (role == PM_LEFT ? BPF_SOCK_OPS_STATE_CB_FLAG : 0));
+#ifndef SP_MUTANT_PM_EAGER_STATE	/* make mutants: every connection gets its storage at once */
+		if (!sp_kernel_hooks && role != PM_WAIT)
+			return 1;
+#endif
+		s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+		if (s) {
 			struct tcp_sock *tp = bpf_skc_to_tcp_sock(bsk);
 
-			s->passive = skops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB;
+			s->passive = passive;
 			/* Where the kernel's own probing starts (fexit/tcp_sync_mss). */
 			if (tp)
 				s->klow = tp->inet_conn.icsk_mtup.search_low;
-#ifndef SP_MUTANT_PM_ALWAYS_RTT	/* make mutants: every connection waits for its proof */
 			/* on_rtt then returns at once, should another module's ask bring RTT_CB. */
-			s->learned = nothing_to_learn(skops, bsk, s->passive);
-#endif
+			s->learned = role != PM_WAIT;
+			s->left = role == PM_LEFT;
 		}
-		sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG);
-		if (!s || !s->learned)
+		if (role == PM_WAIT)
 			sp_rtt_want(skops, SP_RTT_PMTU, true);
 		return 1;
+	case BPF_SOCK_OPS_STATE_CB:
+		/* args[1]: the new state. At CLOSE (tcp_done: after the last
+		 * ACK, a reset, or as TIME_WAIT takes over) bytes_acked is all
+		 * the connection delivered; at FIN_WAIT1 a close() right after
+		 * the last write may still have a send buffer in flight. */
+		if (skops->args[1] != BPF_TCP_CLOSE)
+			return 1;
+		/* Below learn_kb's floor (4 KiB) nothing is proved: a short
+		 * connection leaves here, before any map is read. */
+		if (skops->bytes_acked < SP_PM_LEARN_FLOOR)
+			return 1;
+		break;
 	case BPF_SOCK_OPS_RTT_CB:
 	case BPF_SOCK_OPS_RTO_CB:
 		break;
 	default:
 		return 1;
 	}
-	if (!bsk || !(s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, 0)))
+	if (!bsk)
 		return 1;
-	if (skops->op == BPF_SOCK_OPS_RTT_CB)
-		on_rtt(skops, s);
-	else
-		on_rto(skops, s);
+	s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, 0);
+	if (skops->op == BPF_SOCK_OPS_RTT_CB) {
+		if (s)
+			on_rtt(skops, s);
+		return 1;
+	}
+	if (skops->op == BPF_SOCK_OPS_STATE_CB) {
+		/* One that waited has given its proof through RTT_CB, or not
+		 * delivered learn_kb since its last RTO. */
+		if (!s || s->left)
+			on_close(skops);
+		return 1;
+	}
+	/*
+	 * An RTO of a connection with no storage: one with nothing to learn or
+	 * that left its proof (above; also one established before pmtu was
+	 * enabled, its flag switched on by another module). From now on it
+	 * waits for its own proof if its destination is not proved (nor
+	 * loopback or link-local, waits_after_rto): after a
+	 * black hole the kernel's lowered MSS is what it will prove. Its
+	 * passiveness is not known: taken as accepted (no entry made; so if
+	 * its destination's entry went meanwhile it waits for nothing).
+	 */
+	if (!s || s->left) {
+		if (!s) {
+			s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+			if (!s)
+				return 1;
+			s->passive = 1;
+		}
+		s->left = 0;
+		s->learned = !waits_after_rto(skops, bsk, s->passive);
+		if (!s->learned)
+			sp_rtt_want(skops, SP_RTT_PMTU, true);
+	}
+	on_rto(skops, s);
 	return 1;
 }
 

@@ -1181,7 +1181,9 @@ static __always_inline void start_on_good(struct bpf_sock_ops *skops, const stru
 }
 
 /* Reuse: a closing connection leaves its hash to the next ones if it found
- * it uncongested, and takes it off the list if not. */
+ * it uncongested, and takes it off the list if not. s is NULL for a
+ * connection that never retransmitted (no state made, lazy_state()): no
+ * episode, so no density, and its hash carried all it delivered. */
 static __always_inline void on_close(struct bpf_sock_ops *skops, struct sk_state *s, __u64 now)
 {
 	__u32 h = skops->sk_txhash;
@@ -1194,11 +1196,36 @@ static __always_inline void on_close(struct bpf_sock_ops *skops, struct sk_state
 	read_cfg(&c);
 	if (!c.reuse || !(d = dest_get(skops, true)))
 		return;
+	if (!s) {
+		if (skops->bytes_acked >= SP_RH_GOOD_MIN)
+			good_add(d, h, now);
+		return;
+	}
 	dens = density(skops, s);
 	if (s->corr_hit || (dens && dens_high(d, dens, now)))
 		good_drop(d, h);
 	else if (dens || skops->bytes_acked >= s->hash_bytes + SP_RH_GOOD_MIN)
 		good_add(d, h, now);
+}
+
+/*
+ * Whether a connection gets its state at establishment or at its first
+ * retransmission or RTO. The first per-socket storage a connection gets is
+ * most of what stackpilot costs a short connection (allocated and charged
+ * at establishment, freed under a lock at close: 2.7 to 3.2 us of a 100-byte
+ * fetch's 53 on veth, docs/bench/overhead.md), and a connection that never
+ * retransmits needs none: with the rounds trigger and path memory off (the
+ * defaults) nothing before the first episode reads it. Either on, the state
+ * is made at establishment: rounds counts from the first ACK, and path
+ * memory's old rate is measured from establishment (mark_path); a
+ * connection made lazily measures it from its first retransmission.
+ */
+static __always_inline bool lazy_state(const struct cfg *c)
+{
+#ifdef SP_MUTANT_RH_EAGER_STATE	/* make mutants: every connection gets its state at once */
+	return false;
+#endif
+	return !c->rounds && !c->revert_pct;
 }
 
 SEC("sockops")
@@ -1217,31 +1244,64 @@ int sp_rehash(struct bpf_sock_ops *skops)
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
 		if (!bsk)
 			return 1;
-		/* Storage now, so the hot callbacks never allocate. */
-		s = bpf_sk_storage_get(&rehash_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
-		if (!s)
-			return 1;
 		/* No RTT_CB here: it is asked for when there is per-ACK work. */
 		sp_cb_flags_or(skops, BPF_SOCK_OPS_RETRANS_CB_FLAG | BPF_SOCK_OPS_RTO_CB_FLAG |
 				      BPF_SOCK_OPS_STATE_CB_FLAG);
 		read_cfg(&c);
-		s->rounds_on = c.rounds != 0;
 		now = bpf_ktime_get_ns();
-		mark_path(skops, s, now);
 		if (c.reuse)
 			start_on_good(skops, &c, now);
+		if (lazy_state(&c))
+			return 1;
+		/* Storage now, so the hot callbacks never allocate. */
+		s = bpf_sk_storage_get(&rehash_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+		if (!s)
+			return 1;
+		s->rounds_on = c.rounds != 0;
+		mark_path(skops, s, now);
 		rtt_cb_update(skops, s);
 		return 1;
 	case BPF_SOCK_OPS_RETRANS_CB:
-	case BPF_SOCK_OPS_RTT_CB:
 	case BPF_SOCK_OPS_RTO_CB:
-	case BPF_SOCK_OPS_STATE_CB:
+		/* A connection's first retransmission or RTO makes its state
+		 * when establishment did not (lazy_state()). These callbacks
+		 * come for the cgroup's sockets whose flags rehash, tcpstats or
+		 * pmtu switched on: one established before rehash was enabled
+		 * is taken on from here too. */
+		if (!bsk)
+			return 1;
+		s = bpf_sk_storage_get(&rehash_sk, bsk, NULL, 0);
+		if (!s) {
+			s = bpf_sk_storage_get(&rehash_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+			if (!s)
+				return 1;
+			read_cfg(&c);
+			s->rounds_on = c.rounds != 0;
+			mark_path(skops, s, bpf_ktime_get_ns());
+		}
 		break;
+	case BPF_SOCK_OPS_RTT_CB:
+	case BPF_SOCK_OPS_STATE_CB:
+		if (!bsk)
+			return 1;
+		s = bpf_sk_storage_get(&rehash_sk, bsk, NULL, 0);
+		if (s)
+			break;
+		/* No state: it never retransmitted (or was established before
+		 * rehash was enabled). An RTT_CB is another module's ask,
+		 * counted as on_rtt() counts it; at close, its bytes and its
+		 * hash (reuse) count as a clean connection's. */
+		if (skops->op == BPF_SOCK_OPS_RTT_CB) {
+			sp_count(&rehash_ctr, SP_RH_RTT_CBS, 1);
+		} else if (skops->args[1] == TCP_CLOSE) {
+			if (skops->bytes_acked)
+				sp_count(&rehash_ctr, SP_RH_BYTES, skops->bytes_acked);
+			on_close(skops, NULL, bpf_ktime_get_ns());
+		}
+		return 1;
 	default:
 		return 1;
 	}
-	if (!bsk || !(s = bpf_sk_storage_get(&rehash_sk, bsk, NULL, 0)))
-		return 1;	/* not a socket this program set up */
 	if (s->rto_held)
 		rto_release(skops, s);
 	now = bpf_ktime_get_ns();

@@ -323,6 +323,7 @@ enum sp_pm_ctr {
 	SP_PM_ASKS_LIMITED,	/* new destinations not asked for: ask rate (SP_PM_ASK_BURST) */
 	SP_PM_KERNEL,		/* fentry kernels: paths learned from the kernel's own discoveries */
 	SP_PM_CLAMP_REFUSED,	/* clamps the kernel refused (TCP_MAXSEG from sockops: 6.1) */
+	SP_PM_PROOF_LEFT,	/* connections that left their proof to another (SP_PM_PROVER_T) */
 	SP_PM_NR,
 };
 
@@ -356,13 +357,24 @@ enum sp_pm_method {
  * below low: its entry is searched again from the base size, at most once
  * per this (t_pmtu_path_shrinks_below_low). */
 #define SP_PM_RECHECK_NS	(5ULL * 1000000000)
+/* One connection a destination waits for its proof (RTT_CB and per-socket
+ * storage until learn_kb) in this time, in units of 2^20 ns (1 s): the
+ * others established in it leave the proof to it and prove at their close
+ * instead, or wait after an RTO. A stream of short connections to a
+ * destination nothing has proved (a container's, which the loader cannot
+ * probe) then pays for one wait a second, not one each. */
+#define SP_PM_PROVER_T		(1000000000u >> 20)
+
+/* learn_kb's lowest value: below its bytes, no connection proves anything. */
+#define SP_PM_LEARN_KB_MIN	4
+#define SP_PM_LEARN_FLOOR	(SP_PM_LEARN_KB_MIN << 10)
 
 #define SP_PMTU_TUNABLES(X, ctx) \
 	X(ctx, prefix4, 0, 32, 32, SP_OOR_CLAMP, \
 	  "IPv4 destinations share what is learned by this prefix") \
 	X(ctx, prefix6, 0, 128, 64, SP_OOR_CLAMP, \
 	  "IPv6 destinations share what is learned by this prefix") \
-	X(ctx, learn_kb, 4, 1 << 20, 64, SP_OOR_CLAMP, \
+	X(ctx, learn_kb, SP_PM_LEARN_KB_MIN, 1 << 20, 64, SP_OOR_CLAMP, \
 	  "KiB a connection delivers without an RTO to prove its MTU good") \
 	X(ctx, threshold, 1, 1024, 8, SP_OOR_CLAMP, \
 	  "search stops when high - low < threshold bytes") \
@@ -415,7 +427,10 @@ struct sp_pmtu_entry {
 	__u32 method;		/* enum sp_pm_method: what answered the last search */
 	__u32 port;		/* TCP port the SYN probes were answered on */
 	__u32 probe_bytes;	/* IP bytes of the probes sent for it */
-	__u32 pad;
+	/* Added in pmtu v3, in what was padding: when a connection last began
+	 * to wait for its proof (bpf_ktime_get_ns() >> 20, 0: never); the
+	 * others of SP_PM_PROVER_T after it leave the proof to it. */
+	__u32 prover_t;
 };
 
 enum sp_pm_event_kind {

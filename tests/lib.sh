@@ -171,7 +171,7 @@ sp_said() { tail -n "${1:-5}" "$TMP/sp.err" 2>/dev/null; }
 
 # A TCP sink in namespace B on PORT; it dies with the test.
 tcp_server() {
-	ip netns exec "$NS_B" "$TCPTOOL" server "$1" >/dev/null &
+	ip netns exec "$NS_B" "$TCPTOOL" server "$@" >/dev/null &
 	BG_PIDS+=($!); disown
 	sleep 0.2
 }

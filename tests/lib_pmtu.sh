@@ -114,6 +114,9 @@ pmtu_true_mtu() {
 	echo "$lo"
 }
 
+# The sender's retransmission timeouts so far (TcpExtTCPTimeouts).
+s_rtos() { ip netns exec "$NS_S" nstat -az TcpExtTCPTimeouts | awk '$1 == "TcpExtTCPTimeouts" { print $2 }'; }
+
 # One transfer of $2 bytes from S to $1 in the cgroup (or outside with $3 = outside):
 # prints "secs mss retrans".
 xfer() {

@@ -105,3 +105,161 @@ t_overhead_known_destination() {
 	assert_ge $(( $(sp_num '.modules.rehash.rtt_callbacks') - rtt )) 1 \
 		"RTT callbacks of a connection to a destination pmtu has not learned"
 }
+
+# A loopback destination teaches pmtu nothing (nothing is searched there):
+# its connections wait for no proof, so ask for no per-ACK callback.
+t_overhead_loopback_nothing() {
+	local rtt a
+	netns_pair; make_cgroup
+	# The server in the cgroup too: its accepted connections count.
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" server 5201 >/dev/null &
+	BG_PIDS+=($!); disown
+	sleep 0.2
+	sp_start --cgroup "$CG" --modules rehash,pmtu
+	sp_ctl set rehash.rounds=0 >/dev/null || fail "set rehash.rounds=0"
+	for a in 127.0.0.1 ::1; do
+		rtt=$(sp_num '.modules.rehash.rtt_callbacks')
+		in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client "$a" 5201 20000 3 >/dev/null ||
+			fail "connections to $a: exit $?"
+		assert_eq $(( $(sp_num '.modules.rehash.rtt_callbacks') - rtt )) 0 \
+			"RTT callbacks of 3 connections to $a"
+	done
+	assert_eq "$(sp_num '.modules.pmtu.connects')" 6 "connections pmtu saw open"
+	assert_eq "$(sp_num '.modules.pmtu.accepts')" 6 "connections pmtu saw accepted"
+}
+
+# sk_storage MAP...: from the cgroup and namespace A, one connection to
+# B's port 5201 (at DST, default 10.77.0.2) that sends 4000 bytes and, with
+# LOSS=1, 1000 more while B drops them for 0.8 s (a retransmission and an
+# RTO). Prints for each map (a pin, or id:N), after the clean part and
+# again after the loss, 1 if the connection has storage in it (a map
+# lookup keyed by the socket's fd), else 0.
+sk_storage() {
+	in_cgroup python3 - "$NS_A" "$NS_B" "${LOSS:-0}" "${DST:-10.77.0.2}" "$@" <<-'PY' || fail "sk_storage: exit $?"
+	import ctypes, errno, fcntl, socket, struct, subprocess, sys, time
+	libc = ctypes.CDLL(None, use_errno=True)
+	NR_BPF, MAP_LOOKUP, OBJ_GET, SIOCOUTQ = 321, 1, 7, 0x5411
+	def bpf(cmd, attr):
+	    buf = ctypes.create_string_buffer(attr.ljust(128, b"\0"), 128)
+	    r = libc.syscall(ctypes.c_long(NR_BPF), ctypes.c_long(cmd), buf, ctypes.c_long(128))
+	    return r if r >= 0 else -ctypes.get_errno()
+	def obj_get(path):
+	    if path.startswith("id:"):	# a map by id (BPF_MAP_GET_FD_BY_ID)
+	        fd = bpf(14, struct.pack("<III", int(path[3:]), 0, 0))
+	        if fd < 0:
+	            sys.exit(f"{path}: errno {-fd}")
+	        return fd
+	    p = ctypes.create_string_buffer(path.encode())
+	    fd = bpf(OBJ_GET, struct.pack("<QII", ctypes.addressof(p), 0, 0))
+	    if fd < 0:
+	        sys.exit(f"{path}: errno {-fd}")
+	    return fd
+	def has(mfd, sfd):
+	    key, val = ctypes.c_int(sfd), ctypes.create_string_buffer(4096)
+	    r = bpf(MAP_LOOKUP, struct.pack("<IIQQQ", mfd, 0, ctypes.addressof(key), ctypes.addressof(val), 0))
+	    if r not in (0, -errno.ENOENT):
+	        sys.exit(f"lookup: errno {-r}")
+	    return "1" if r == 0 else "0"
+	def drained(s, secs):
+	    end = time.time() + secs
+	    while time.time() < end:
+	        if struct.unpack("i", fcntl.ioctl(s, SIOCOUTQ, b"\0" * 4))[0] == 0:
+	            return
+	        time.sleep(0.01)
+	    sys.exit("data not acked")
+	# The pins first: `ip netns exec` would mount a /sys without them.
+	ns_a, ns_b, loss, dst = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4]
+	maps = [obj_get(p) for p in sys.argv[5:]]
+	with open(f"/run/netns/{ns_a}") as f:
+	    if libc.setns(f.fileno(), 0x40000000):
+	        sys.exit(f"setns {ns_a}: errno {ctypes.get_errno()}")
+	s = socket.create_connection((dst, 5201))
+	s.sendall(b"x" * 4000)
+	drained(s, 5)
+	print(" ".join(has(m, s.fileno()) for m in maps))
+	if loss:
+	    nft = ["ip", "netns", "exec", ns_b, "nft"]
+	    subprocess.run(nft + ["add table inet splazy; add chain inet splazy in { type filter hook input priority 0; };"
+	                          " add rule inet splazy in tcp dport 5201 drop"], check=True)
+	    s.sendall(b"y" * 1000)
+	    time.sleep(0.8)
+	    subprocess.run(nft + ["delete table inet splazy"], check=True)
+	    drained(s, 10)
+	    print(" ".join(has(m, s.fileno()) for m in maps))
+	s.close()
+	PY
+}
+
+# A connection that never retransmits gets no per-socket storage from
+# rehash (rounds trigger and path memory off, the defaults) nor from pmtu
+# (a learned destination); its first retransmission or RTO makes both.
+# Storage is most of what the modules cost a short connection
+# (docs/bench/overhead.md). With the rounds trigger on, rehash's state is
+# made at establishment again. pmtu's fexit programs, where they load,
+# know the cgroup's connections by that storage and so get it made for
+# every one (t_kernel_pmtu_learns_* rely on it): they are probed off here,
+# so that the lazy path is what every kernel of the matrix tests.
+t_overhead_lazy_state() {
+	local got
+	netns_pair; make_cgroup
+	tcp_server 5201
+	SP_PROBE_OFF=fentry_sk_storage sp_start --cgroup "$CG" --modules rehash,pmtu
+	assert_eq "$(sp_json '[.programs[] | select(.name == "sp_pmtu_sync")] | length')" 0 \
+		"pmtu's fexit programs loaded with fentry_sk_storage probed off"
+	bulk 8
+	assert_ge "$(sp_num '.modules.pmtu.learned_from_connections')" 1 "pmtu learned the destination"
+	got=$(LOSS=1 sk_storage "$PIN/rehash_sk" "$PIN/pmtu_sk")
+	echo "storage (rehash pmtu), clean then after a loss: $(echo $got)"
+	assert_eq "$(echo "$got" | sed -n 1p)" "0 0" "storage of a clean connection (rehash, pmtu)"
+	assert_eq "$(echo "$got" | sed -n 2p)" "1 1" "storage after a retransmission and an RTO (rehash, pmtu)"
+	assert_ge "$(sp_num '.modules.rehash.rto')" 1 "rehash counted the RTO"
+	sp_ctl set rehash.rounds=4 >/dev/null || fail "set rehash.rounds=4"
+	assert_eq "$(sk_storage "$PIN/rehash_sk")" 1 "rehash storage of a clean connection, rounds trigger on"
+}
+
+# Connections to a destination nothing has proved (pmtu runs in the host's
+# namespace and cannot probe B's) leave the proof to the first of each
+# second (SP_PM_PROVER_T): only it waits (pmtu's storage, the RTT_CB word
+# sp_rttcb). One of the others that delivers learn_kb proves the path at
+# its close; one that takes an RTO gets its storage then and waits for
+# its own proof. pmtu alone: it asks for the state callback itself. The
+# 1 MiB connection starts right after a short one (one shell, no status
+# read between: a slow emulated guest too is well within the second).
+t_overhead_proof_left() {
+	local left got rttcb
+	netns_pair; make_cgroup
+	tcp_server 5201
+	sp_start --cgroup "$CG" --modules pmtu
+	in_cgroup ip netns exec "$NS_A" sh -c '"$1" client 10.77.0.2 5201 4000 1 >/dev/null &&
+		"$1" client 10.77.0.2 5201 4000 4 >/dev/null &&
+		TCPTOOL_PACING=$((256 << 20)) "$1" client 10.77.0.2 5201 $((1 << 20)) 1 120 >/dev/null' \
+		sh "$TCPTOOL" || fail "connections: exit $?"
+	left=$(sp_num '.modules.pmtu.proofs_left_to_another')
+	assert_eq "$left" 5 "of 6 connections in a row, those that left their proof (the first waits)"
+	assert_eq "$(sp_num '.modules.pmtu.learned_from_connections')" 1 \
+		"proofs: the 1 MiB connection's at its close (the short ones prove nothing)"
+	assert_ge "$(sp_num '[.modules.pmtu.destinations[] | select(.dst == "10.77.0.2") | .low_mtu] | max // 0')" 1400 \
+		"low of 10.77.0.2 after the close proof"
+	# Proved: the next connection has nothing to learn and leaves nothing.
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 4000 1 >/dev/null || fail "short connection: exit $?"
+	assert_eq "$(sp_num '.modules.pmtu.proofs_left_to_another')" "$left" "proofs left by a connection to a proved destination"
+	# IPv6, not proved: storage (where no fexit program needs it for every
+	# connection, lazy_state) and the RTT_CB word of a connection, clean
+	# then after an RTO; whether it waited is read from the counter, so
+	# that a guest slow enough to start it after the window still passes.
+	rttcb=$(bpftool prog show -j | jq --argjson m "$(bpftool map show pinned "$PIN/pmtu_sk" -j | jq .id)" \
+		'[.[] | select((.map_ids // []) | index($m)) | .map_ids[]] | unique | .[]' |
+		while read -r id; do bpftool map show id "$id" -j | jq -r 'select(.name == "sp_rttcb") | .id'; done | head -1)
+	[ -n "$rttcb" ] || fail "no sp_rttcb map beside $PIN/pmtu_sk"
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client fd77::2 5201 4000 1 >/dev/null || fail "IPv6 connection: exit $?"
+	left=$(sp_num '.modules.pmtu.proofs_left_to_another')
+	got=$(LOSS=1 DST=fd77::2 sk_storage "$PIN/pmtu_sk" "id:$rttcb")
+	echo "IPv6 connection's storage (pmtu_sk sp_rttcb), clean then after an RTO: $(echo $got)"
+	if [ "$(sp_num '.modules.pmtu.proofs_left_to_another')" = "$left" ]; then
+		assert_eq "$(echo "$got" | sed -n 1p | cut -d' ' -f2)" 1 "RTT_CB word of a connection that waits"
+	elif [ "$(sp_json '[.programs[] | select(.name == "sp_pmtu_sync")] | length')" = 0 ]; then
+		assert_eq "$(echo $got)" "0 0 1 1" "storage of a connection that left its proof, clean then after an RTO"
+	else
+		assert_eq "$(echo $got | cut -d' ' -f2-4)" "0 1 1" "RTT_CB word of a connection that left its proof, clean then after an RTO"
+	fi
+}

@@ -195,17 +195,18 @@ pmtu_learn() {
 bh_drops() { ip netns exec "$NS_RT" nstat -az IpFragFails | awk '$1 == "IpFragFails" { print $2 }'; }
 
 first_after_restart() {
-	local low=$1 d0=$(bh_drops)
+	local low=$1 d0=$(bh_drops) r0=$(s_rtos)
 	set -- $(xfer 10.30.2.2 1000000)
-	local drops=$(( $(bh_drops) - d0 ))
-	echo "first connection after the restart: secs mss retrans $* (learned $low), black-holed packets $drops"
+	local drops=$(( $(bh_drops) - d0 )) rtos=$(( $(s_rtos) - r0 ))
+	echo "first connection after the restart: secs mss retrans $* (learned $low), black-holed packets $drops, RTOs $rtos"
 	[ -n "$1" ] || fail "no transfer"
 	assert_eq "$2" $((low - 52)) "MSS of the first connection after the restart"
 	assert_eq "$drops" 0 "packets of the first connection after the restart lost in the black hole"
-	# 0 in most runs; on this loaded 2-CPU machine a tail-loss probe (a
-	# retransmission of the last segment when an ACK is late, ~1 run in 10)
-	# happens with nothing black-holed, as the counter above shows.
-	[ "$3" -le 1 ] || fail "first connection after the restart retransmitted $3 times, expected <= 1"
+	# A black hole stalls a connection until an RTO. Its retransmissions
+	# are no measure: on this loaded 2-CPU machine a tail-loss probe (~1
+	# run in 10) or a burst of reordering (10 in 2.7 ms once, in a
+	# fresh-clone make check) retransmits with nothing black-holed.
+	assert_eq "$rtos" 0 "RTOs of the first connection after the restart"
 	assert_ge "$(pm_entry 10.30.2.2 clamped)" 1 "connections clamped"
 }
 

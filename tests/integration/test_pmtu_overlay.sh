@@ -35,14 +35,15 @@ t_pmtu_overlay_testbed() {
 }
 
 # Learned inner MTU within threshold of the kernel's answer, never above it,
-# and the next connection starts there (its MSS) without retransmitting.
+# and the next connection starts there (its MSS) without an RTO.
 # pmtu_overlay_learned FAMILY-ADDRESS ENTRY-KEY IP-AND-TCP-HEADERS [-6]
 pmtu_overlay_learned() {
-	local true_mtu=$(pmtu_true_mtu "$1" $4) low second thr
+	local true_mtu=$(pmtu_true_mtu "$1" $4) low second thr r0
 	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
 	thr=$(sp_ctl get pmtu.threshold | grep -o '[0-9]*$')
 	xfer "$1" 1000000 >/dev/null || true
 	for _ in $(seq 50); do [ "$(pm_entry "$2" state)" = searched ] && break; sleep 0.1; done
+	r0=$(s_rtos)
 	second=$(xfer "$1" 1000000)
 	low=$(pm_entry "$2" low_mtu)
 	echo "true MTU $true_mtu, threshold $thr; entry $(sp_json '.modules.pmtu.destinations | tostring'); second: $second"
@@ -52,7 +53,10 @@ pmtu_overlay_learned() {
 	[ -n "$second" ] || fail "second connection did not complete"
 	set -- $second "$3"
 	assert_eq "$2" $((low - $4 - 12)) "second connection's MSS (learned MTU - $4 - timestamps)"
-	assert_eq "$3" 0 "second connection's retransmissions"
+	# Not its retransmissions: a tail loss probe on a busy host counts as
+	# one (1 in a 1.1 ms transfer at the right MSS, seen once). Segments
+	# too big for the tunnel would vanish, and only an RTO recovers them.
+	assert_eq $(( $(s_rtos) - r0 )) 0 "second connection's RTOs ($3 retransmissions)"
 }
 
 t_pmtu_overlay_ipv4_learned() {

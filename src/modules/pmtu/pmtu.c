@@ -105,7 +105,9 @@ static int start(struct sp_run *run, void **inst)
 	if (!st->skel)
 		return sp_err("pmtu: open: %s", strerror(errno));
 	st->skel->rodata->sp_netns_by_ino = !sp_has(SP_F_NETNS_COOKIE);
-	/* The fexit programs find the cgroup's sockets by their socket storage. */
+	/* The fexit programs find the cgroup's sockets by their socket storage:
+	 * with them, every connection gets one. */
+	st->skel->rodata->sp_kernel_hooks = sp_has(SP_F_FENTRY_SK);
 	if (!sp_has(SP_F_FENTRY_SK)) {
 		bpf_program__set_autoload(st->skel->progs.sp_pmtu_icmp4, false);
 		bpf_program__set_autoload(st->skel->progs.sp_pmtu_icmp6, false);
@@ -156,6 +158,7 @@ static const struct sp_counter counters[SP_PM_NR] = {
 	[SP_PM_WOULD_CLAMP] = { "would_clamp", "enforce=0: connections that would have started with a learned MSS" },
 	[SP_PM_ASKS_LIMITED] = { "asks_limited", "new destinations not asked for: more than searches_per_s (burst 64)" },
 	[SP_PM_CLAMP_REFUSED] = { "clamp_refused", "clamps the kernel refused: TCP_MAXSEG from sockops programs is 6.1 and later" },
+	[SP_PM_PROOF_LEFT] = { "proofs_left_to_another", "connections to a destination not yet proved that did not wait for their proof: another connection began to within a second; they prove at their close" },
 	[SP_PM_KERNEL] = { "learned_from_kernel", "paths learned from the kernel's own discoveries: ICMP reductions, its MTU probing (fentry kernels)" },
 };
 static const char *const states[] = { "learned", "suspect", "searched", "no_probe", "asked" };
