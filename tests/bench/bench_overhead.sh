@@ -15,16 +15,19 @@ ip netns exec "$NS_A" sysctl -qw net.ipv4.tcp_tw_reuse=1 net.ipv4.ip_local_port_
 ip netns exec "$NS_B" iperf3 -s -D -p 5201 -I "$TMP/iperf.pid" >/dev/null || fail iperf3
 on_exit "kill \$(cat $TMP/iperf.pid)"
 tcp_server 5301
+tcp_server 5302 reply
 sleep 0.3
 
 tput() { # Gbit/s of one iperf3 run from the cgroup
 	in_cgroup ip netns exec "$NS_A" iperf3 -c 10.77.0.2 -p 5201 -t "$SECS" -J |
 		jq '.end.sum_received.bits_per_second / 1e9'
 }
-crate() { # connections per second, each carrying 100 bytes
-	local t0=$(date +%s.%N)
-	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5301 100 "$CONNS" >/dev/null
-	echo "$CONNS / ($(date +%s.%N) - $t0)" | bc -l
+# Connections per second of one-request fetches (connect, 100 bytes each
+# way, the server's close) from cgroup $1 (default $CG), $2 of them (CONNS).
+crate() {
+	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "${1:-$CG}" \
+		ip netns exec "$NS_A" "$TCPTOOL" fetch 10.77.0.2 5302 100 "${2:-$CONNS}" |
+		awk -F'[= ]' '$1 == "fetches" && $4 > 0 { print $2 / $4 }' | grep . || fail "tcptool fetch"
 }
 span() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.4g-%.4g", lo, hi }'; }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
@@ -89,12 +92,70 @@ exec {FLOOR[1]}>&-
 wait "$FLOOR_PID"
 sp_stop
 
+# The connection rate again, paired: stackpilot attached to $CG the whole
+# time; the same load from $CG and from a sibling cgroup it is not attached
+# to (no program of it runs there), taking turns every PAIR_CONNS
+# connections. A ratio of two adjacent runs: the machine's drift (the
+# baseline moved by 20% between two runs of this benchmark) cancels. Each
+# module alone, then the defaults together: what each costs.
+PAIRS=${PAIRS:-24}
+PAIR_CONNS=${PAIR_CONNS:-4000}
+# emptyN: N empty sockops programs instead (sockops_floor), what the
+# kernel's dispatch of N programs costs before any module's work: what one
+# program calling every module would save (docs/architecture.md).
+# learned:MODULES: after one 1 MiB connection, which proves the path to
+# pmtu (stackpilot runs in the host's namespace, the connections in
+# another: pmtu cannot probe them, as for a container's, and a fetch
+# proves nothing). Without it, one fetch a second waits for its proof
+# (SP_PM_PROVER_T; before 2026-12-03, every fetch did).
+PAIR_SETS=${PAIR_SETS:-"empty1 empty3 tcpstats rehash pmtu tcpstats,rehash,pmtu learned:tcpstats,rehash,pmtu"}
+mkdir "$CG-off" || fail "mkdir $CG-off"
+on_exit "rmdir $CG-off"
+empty_on() { # empty_on N: N empty sockops programs on $CG until empty_off
+	local i
+	mkfifo "$TMP/empty" || fail "mkfifo"
+	EMPTY_PIDS=()
+	for i in $(seq "$1"); do
+		"$BUILD/sockops_floor" "$CG" <"$TMP/empty" >>"$TMP/empty.ids" &
+		EMPTY_PIDS+=($!); BG_PIDS+=($!)
+	done
+	exec {EMPTY_FD}>"$TMP/empty"
+	for i in $(seq 50); do
+		[ "$(wc -l <"$TMP/empty.ids")" -ge "$1" ] && return
+		sleep 0.1
+	done
+	fail "sockops_floor did not attach"
+}
+empty_off() { exec {EMPTY_FD}>&-; wait "${EMPTY_PIDS[@]}"; rm -f "$TMP/empty" "$TMP/empty.ids"; }
+for set in $PAIR_SETS; do
+	case $set in
+	empty*) empty_on "${set#empty}" ;;
+	learned:*)
+		sp_start --cgroup "$CG" --modules "${set#learned:}"
+		in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5301 $((1 << 20)) 1 >/dev/null ||
+			fail "the 1 MiB connection"
+		[ "$(sp_num '.modules.pmtu.learned_from_connections')" -ge 1 ] ||
+			fail "pmtu did not learn from the 1 MiB connection"
+		;;
+	*) sp_start --cgroup "$CG" --modules "$set" ;;
+	esac
+	for r in $(seq "$PAIRS"); do	# which side goes first alternates too
+		if [ $((r % 2)) = 1 ]; then a=$(crate "$CG-off" "$PAIR_CONNS"); b=$(crate "$CG" "$PAIR_CONNS")
+		else b=$(crate "$CG" "$PAIR_CONNS"); a=$(crate "$CG-off" "$PAIR_CONNS"); fi
+		echo "$set $a $b" >>"$TMP/pairs"
+	done
+	case $set in
+	empty*) empty_off ;;
+	*) sp_stop ;;
+	esac
+done
+
 off_t=$(median <"$TMP/off.t"); on_t=$(median <"$TMP/on.t")
 off_c=$(median <"$TMP/off.c"); on_c=$(median <"$TMP/on.c"); st_c=$(median <"$TMP/stats.c")
 echo "## Overhead: TCP over veth, sender in the attached cgroup"
 echo
-echo "Median of $ROUNDS alternating rounds; iperf3 ${SECS} s single stream; $CONNS sequential 100-byte connections"
-echo "(each a connect, 100 bytes, a close: a short-request load)."
+echo "Median of $ROUNDS alternating rounds, stackpilot started and stopped; iperf3 ${SECS} s single stream;"
+echo "$CONNS sequential one-request fetches (each a connect, 100 bytes each way, the server's close)."
 echo
 echo "| metric | without stackpilot (range) | with stackpilot (range) | ratio of medians (with / without) |"
 echo "|---|---|---|---|"
@@ -104,6 +165,23 @@ printf '| connection rate, conn/s | %.0f (%s) | %.0f (%s) | %.3f |\n' "$off_c" "
 	"$on_c" "$(span <"$TMP/on.c")" "$(echo "$on_c / $off_c" | bc -l)"
 printf '| connection rate with --bpf-stats, conn/s | %.0f (%s) | %.0f (%s) | %.3f |\n' "$off_c" "$(span <"$TMP/off.c")" \
 	"$st_c" "$(span <"$TMP/stats.c")" "$(echo "$st_c / $off_c" | bc -l)"
+echo
+echo "Paired, the headline for the connection rate: $PAIRS pairs of $PAIR_CONNS fetches a set of modules,"
+echo "stackpilot attached throughout, one run of a pair from the attached cgroup and one from a sibling"
+echo "cgroup it is not attached to, adjacent in time. Ratio with / without: the median over the pairs"
+echo "and its quartiles; cost: what a connection took longer, from the pairs' mean rates."
+echo
+echo "| attached (emptyN: N empty programs) | connection rate, with / without (quartiles) | pairs at 0.99 or more | cost per connection, us |"
+echo "|---|---|---|---|"
+for set in $PAIR_SETS; do
+	awk -v s="$set" '$1 == s { print $3 / $2, $2, $3 }' "$TMP/pairs" | sort -g | awk -v s="$set" '
+		{ r[NR] = $1; if ($1 >= 0.99) k++; a += $2; b += $3 }
+		END {
+			m = (NR % 2) ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2
+			printf "| %s | %.3f (%.3f-%.3f) | %d of %d | %.2f |\n", s, m,
+				r[int((NR + 3) / 4)], r[int((3 * NR + 3) / 4)], k, NR, 1e6 * NR / b - 1e6 * NR / a
+		}'
+done
 echo
 echo "Per program (medians over the rounds): runs per connection of the connection-rate load;"
 echo "runs per MB after the handshake (one ${RUNS_MB} MiB connection's runs, paced at 512 MiB/s, beyond a 1 KiB one's,"
