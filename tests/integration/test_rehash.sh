@@ -41,9 +41,11 @@ flow() {
 t_rehash_moves_flow() {
 	rh_setup
 	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail "set rehash.prob=100 rehash.mode=1: exit $?"
+	local b0=$(path_tx 0) b1=$(path_tx 1)
 	flow 4
 	local now=$(rh rehash_now) done=$(rh rehash_deferred_done) deferred=$(rh rehash_deferred)
-	local forced=$(rh rehash_deferred_forced) l=$(labels) p0=$(path_tx 0) p1=$(path_tx 1)
+	local forced=$(rh rehash_deferred_forced) l=$(labels)
+	local p0=$(( $(path_tx 0) - b0 )) p1=$(( $(path_tx 1) - b1 ))
 	local n=$((now + done + forced))
 	echo "rehashes now $now deferred $deferred (safe later $done, forced $forced); labels $l; p0 $p0 p1 $p1"
 	assert_ge "$(rh episodes)" 1 "loss-recovery episodes on a 100 Mbit/s tbf path"
@@ -55,12 +57,16 @@ t_rehash_moves_flow() {
 	sp_json '.modules.rehash.connections[] | select(.dport == 5201) | .txhash' | has -x 0 &&
 		fail "txhash 0 written"
 	# The flow's bytes moved: both paths carried part of it. How much depends
-	# on when later rehashes sent it back; that all n new labels hash to the
-	# path it started on has probability 2^-n (n >= 4 above, 13 typical).
+	# on when later rehashes sent it back: a move onto the other 100 Mbit/s
+	# path arrives with the whole window, overflows its queue and can be
+	# rehashed away within a round trip (74 KB on p0 of 47 MB on the 5.10
+	# VM). So the bar is 32 KB on each path, 22 full segments: more than
+	# iperf3's control connection and neighbour discovery carry in a run.
+	# That all n new labels hash to the path the flow started on has
+	# probability 2^-n (n >= 4 above, 9-13 typical).
 	local tot=$((p0 + p1))
-	[ $((p0 * 100)) -gt $tot ] && [ $((p1 * 100)) -gt $tot ] &&
-		[ "$p0" -gt 200000 ] && [ "$p1" -gt 200000 ] ||
-		fail "bytes did not move between paths: p0 $p0 p1 $p1 of $tot after $n rehashes, expected each > 1% of all and > 200000"
+	[ "$p0" -gt 32768 ] && [ "$p1" -gt 32768 ] ||
+		fail "bytes did not move between paths: p0 $p0 p1 $p1 of $tot during the flow after $n rehashes, expected each > 32768"
 	# The per-connection view shows the data connection's rehashes.
 	assert_ge "$(sp_json '[.modules.rehash.connections[] | select(.dport == 5201) | .rehashes] | max')" 2 \
 		"rehashes of the busiest connection in status"
@@ -451,11 +457,17 @@ rh_first_label() {
 # once in a fresh-clone make check, t_rehash_rto_reverts_move_on_trial
 # once in a work tree: 0 moves, 9 RTOs).
 rh_first_label_reset() {
-	for _ in $(seq 50); do
-		[ -z "$(ip netns exec "$NS_S" ss -Htn state all exclude time-wait dst "[fd02::2]:5201")" ] && break
+	rh_gone 50
+	ip netns exec "$NS_R1" nft flush set ip6 sptrial first
+}
+# No socket of S to D's port 5201 but in TIME-WAIT, within $1 tenths of a
+# second; 1 if one is left.
+rh_gone() {
+	for _ in $(seq "$1"); do
+		[ -z "$(ip netns exec "$NS_S" ss -Htn state all exclude time-wait dst "[fd02::2]:5201")" ] && return 0
 		sleep 0.1
 	done
-	ip netns exec "$NS_R1" nft flush set ip6 sptrial first
+	return 1
 }
 
 # Policy 2's siblings' view. Flows A (port 5203, pinned) and B (5201) of the
@@ -655,7 +667,7 @@ rh_timeout_rehash() { # the sender's kernel RTO rehashes (TcpExt TcpTimeoutRehas
 }
 t_rehash_rto_reverts_move_on_trial() {
 	need_feature so_txrehash
-	local tx mb st rv d0 rto kr
+	local tx try mb st rv d0 rto kr ca
 	rh_setup
 	rh_tables
 	rh_pin 5201 0
@@ -666,27 +678,49 @@ t_rehash_rto_reverts_move_on_trial() {
 	"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=1 rehash.policy=2 >/dev/null || fail "set rehash.prob=0 rehash.mode=1 rehash.policy=2: exit $?"
 	for tx in 0 1; do
 		ip netns exec "$NS_S" sysctl -qw net.core.txrehash=$tx
-		rh_first_label_reset
-		rh_seed_base 1
 		st=$(rh rto_steered) rv=$(rh memory_reverted) d0=$(rh_decided) rto=$(rh rto) kr=$(rh_timeout_rehash)
-		# Near the end, 0.4 s of everything dropped: an RTO outside any
-		# trial, which the kernel rehashes if the hold was released.
-		( sleep 5; ip netns exec "$NS_R1" nft add rule ip6 sptrial blk tcp dport 5201 drop
-		  sleep 0.4; ip netns exec "$NS_R1" nft flush chain ip6 sptrial blk ) &
-		BG_PIDS+=($!)
-		mb=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 6 -J |
-			jq '.end.sum_received.bytes / 1000000 | floor')
-		wait "${BG_PIDS[-1]}"
-		echo "txrehash=$tx: $(( $(rh_decided) - d0 )) moves, $(( $(rh rto_steered) - st )) RTOs steered back," \
-			"$(( $(rh memory_reverted) - rv )) reverted, $(rh rto) RTOs in all; the flow delivered $mb MB"
+		ca=$(rh rto_to_calm)
+		# Moves come 0 to 4 times a flow (backoff after each futile one);
+		# a flow without a move, or whose one move came with nothing more
+		# to send, tests nothing here: up to 3 flows until a move on trial
+		# was ended by an RTO (CI once: 1 move, 0 steered; once 0 moves).
+		for try in 1 2 3; do
+			rh_first_label_reset
+			rh_seed_base 1
+			# Near the end, 0.4 s of everything dropped: an RTO outside any
+			# trial, which the kernel rehashes if the hold was released.
+			( sleep 5; ip netns exec "$NS_R1" nft add rule ip6 sptrial blk tcp dport 5201 drop
+			  sleep 0.4; ip netns exec "$NS_R1" nft flush chain ip6 sptrial blk ) &
+			BG_PIDS+=($!)
+			mb=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 6 -J |
+				jq '.end.sum_received.bytes / 1000000 | floor')
+			wait "${BG_PIDS[-1]}"
+			assert_ge "$mb" 30 "MB delivered by the flow whose moves are dropped (txrehash=$tx, flow $try)"
+			# A move in the flow's last round trip: its packets in flight
+			# are still dropped, its RTO (and revert) comes within 2 s.
+			rh_gone 20
+			# The flow's tail (LAST-ACK, its full-sized retransmissions
+			# not on the first label) times out again and again after
+			# iperf3 ends: let it through and let it close, or an RTO
+			# lands between the two counters' reads (expected 3, got 2;
+			# 4 and 3 on 6.12).
+			ip netns exec "$NS_R1" nft flush set ip6 sptrial first
+			rh_gone 100 || fail "the flow's socket still open 12 s after iperf3"
+			[ $(( $(rh rto_steered) - st )) -ge 1 ] && break
+		done
+		echo "txrehash=$tx, $try flows: $(( $(rh_decided) - d0 )) moves, $(( $(rh rto_steered) - st )) RTOs steered back," \
+			"$(( $(rh memory_reverted) - rv )) reverted, $(( $(rh rto_to_calm) - ca )) sent to a calm hash," \
+			"$(rh rto) RTOs in all; the last flow delivered $mb MB"
 		assert_ge "$(( $(rh_decided) - d0 ))" 1 "policy 2 moves (txrehash=$tx)"
 		assert_ge "$(( $(rh rto_steered) - st ))" 1 "moves on trial ended by an RTO, reverted (txrehash=$tx)"
-		assert_ge "$mb" 30 "MB delivered by the flow whose moves are dropped (txrehash=$tx)"
 		# The hold lasts one RTO: the kernel rehashed at every other one
-		# (txrehash=1), and at none where it is off.
+		# (txrehash=1), and at none where it is off. rto_calm() holds it
+		# too: a second RTO in a row of the blackout goes to a sibling's
+		# calm hash when one is noted.
 		[ $tx = 1 ] && assert_ge "$(( $(rh_timeout_rehash) - kr ))" 1 "kernel RTO rehashes after the blackout"
 		assert_eq "$(( $(rh_timeout_rehash) - kr ))" \
-			"$(( tx * ($(rh rto) - rto - $(rh rto_steered) + st) ))" "kernel RTO rehashes (txrehash=$tx)"
+			"$(( tx * ($(rh rto) - rto - $(rh rto_steered) + st - $(rh rto_to_calm) + ca) ))" \
+			"kernel RTO rehashes (txrehash=$tx)"
 	done
 }
 
