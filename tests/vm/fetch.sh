@@ -13,6 +13,10 @@ suite=$(awk -v n="$name" '$1 == n { print $2 }' "$ROOT/tests/vm/kernels")
 
 apt=$VM_DIR/apt
 mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$VM_DIR/debs"
+# apt runs unlocked (Debug::NoLocking, a private configuration): two
+# fetches at once would update the same lists and fail; one at a time.
+exec 9>"$VM_DIR/fetch.lock"
+flock 9
 key=/usr/share/keyrings/debian-archive-keyring.gpg
 {
 	echo "deb [signed-by=$key] http://deb.debian.org/debian bullseye main"
