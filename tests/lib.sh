@@ -31,9 +31,12 @@ set -o pipefail
 # pipeline's part, a ( ... ) &) exit ends only that subshell: it also
 # signals the test's own shell, whose trap exits 1 (once the command it
 # waits for returns), if that is still the shell that started it (its
-# start time: not a process that took its pid). cleanup() ignores the
-# signal. A subshell that catches its failures itself (a try of several)
-# defines its own fail().
+# start time: not a process that took its pid). The trap ignores the
+# signal from then on: a second job failing at once would otherwise exit
+# the shell again from inside cleanup(), before it stopped anything (a
+# `stackpilot run` left running; 7 in 500 in a simulation, none since). A
+# subshell that catches its failures itself (a try of several) defines
+# its own fail().
 fail() {
 	local st
 	echo "FAIL: $*" >&2
@@ -44,7 +47,7 @@ fail() {
 }
 read -r -a TEST_START </proc/$$/stat
 TEST_START=${TEST_START[21]}
-trap 'exit 1' USR1
+trap 'trap "" USR1; exit 1' USR1
 # This kernel (or machine) cannot run the test: the runner prints "SKIP name: why".
 skip() { echo "SKIP: $*" >&2; exit 77; }
 # A tool the test needs that scripts/install-deps.sh installs (or tries to,
@@ -124,7 +127,9 @@ netns_pair() {
 make_cgroup() { mkdir "$CG" || fail "mkdir $CG"; }
 
 # Run "$@" as a process inside the test cgroup (and its children stay there).
-in_cgroup() { sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CG" "$@"; }
+in_cgroup() { in_cgroup_at "$CG" "$@"; }
+# The same in cgroup DIR: in_cgroup_at DIR COMMAND...
+in_cgroup_at() { sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$@"; }
 
 # Start `stackpilot run` in the background with the test's pins; wait until attached.
 # With SP_NS set, it runs as `ip netns exec $SP_NS stackpilot run`: in that
@@ -141,11 +146,12 @@ sp_stats_opt() { "$SP" run --help 2>/dev/null | has -e --bpf-stats && echo --bpf
 
 # Run "$@", a `stackpilot run` command line of the test's own, in the
 # background as SP_PID (stopped by cleanup); wait until it has attached.
-# Its stderr is added to $TMP/sp.err.
+# Its stderr is added to $TMP/sp.err. SP_SPAWN_SECS: the wait (10 s).
 sp_spawn() {
+	local secs=${SP_SPAWN_SECS:-10}
 	"$@" >"$TMP/sp.out" 2>>"$TMP/sp.err" &
 	SP_PID=$!
-	for _ in $(seq 100); do
+	for _ in $(seq $((secs * 10))); do
 		grep -q '^stackpilot: attached' "$TMP/sp.out" 2>/dev/null && return 0
 		if ! kill -0 "$SP_PID" 2>/dev/null; then
 			cat "$TMP/sp.err" >&2; SP_PID=
@@ -156,7 +162,7 @@ sp_spawn() {
 		fi
 		sleep 0.1
 	done
-	fail "stackpilot run did not attach in 10 s"
+	fail "stackpilot run did not attach in $secs s"
 }
 
 sp_stop() {

@@ -12,7 +12,7 @@ cg_tree() {
 }
 
 # Run "$@" in child cgroup $1 of the test's cgroup.
-in_cg() { local c=$1; shift; sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CG/$c" "$@"; }
+in_cg() { local c=$1; shift; in_cgroup_at "$CG/$c" "$@"; }
 
 # A config at $TMP/sp.conf: the global lines, then "$@" as its lines.
 conf() {

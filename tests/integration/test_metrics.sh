@@ -47,7 +47,7 @@ t_metrics_prometheus() {
 	ip netns exec "$NS_A" "$TCPTOOL" server 5201 >/dev/null &
 	BG_PIDS+=($!)
 	sleep 0.2
-	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CG/$odd" \
+	in_cgroup_at "$CG/$odd" \
 		nsenter --net="/run/netns/$NS_A" "$TCPTOOL" client 10.77.0.2 5201 10000 3 >/dev/null ||
 		fail "client in cgroup"
 	sp_ctl status --prometheus >"$TMP/p2" || fail "status --prometheus exit $?"
