@@ -18,14 +18,15 @@ tcp_server 5301
 tcp_server 5302 reply
 sleep 0.3
 
-tput() { # Gbit/s of one iperf3 run from the cgroup
-	in_cgroup ip netns exec "$NS_A" iperf3 -c 10.77.0.2 -p 5201 -t "$SECS" -J |
-		jq '.end.sum_received.bits_per_second / 1e9'
+tput() { # Gbit/s of one iperf3 run from cgroup $1 (default $CG)
+	in_cgroup_at "${1:-$CG}" \
+		ip netns exec "$NS_A" iperf3 -c 10.77.0.2 -p 5201 -t "$SECS" -J |
+		jq '.end.sum_received.bits_per_second / 1e9' | grep . || fail "iperf3"
 }
 # Connections per second of one-request fetches (connect, 100 bytes each
 # way, the server's close) from cgroup $1 (default $CG), $2 of them (CONNS).
 crate() {
-	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "${1:-$CG}" \
+	in_cgroup_at "${1:-$CG}" \
 		ip netns exec "$NS_A" "$TCPTOOL" fetch 10.77.0.2 5302 100 "${2:-$CONNS}" |
 		awk -F'[= ]' '$1 == "fetches" && $4 > 0 { print $2 / $4 }' | grep . || fail "tcptool fetch"
 }
@@ -150,6 +151,20 @@ for set in $PAIR_SETS; do
 	esac
 done
 
+# Throughput paired the same way, the defaults attached throughout: one
+# iperf3 run from $CG, one from the sibling, adjacent. Started and stopped
+# rounds (above) moved 0.966-1.020 between sessions, too coarse for 0.99.
+TPUT_PAIRS=${TPUT_PAIRS:-12}
+if [ "$TPUT_PAIRS" -gt 0 ]; then
+	sp_start --cgroup "$CG"
+	for r in $(seq "$TPUT_PAIRS"); do
+		if [ $((r % 2)) = 1 ]; then a=$(tput "$CG-off"); b=$(tput "$CG")
+		else b=$(tput "$CG"); a=$(tput "$CG-off"); fi
+		echo "$a $b" >>"$TMP/tpairs"
+	done
+	sp_stop
+fi
+
 off_t=$(median <"$TMP/off.t"); on_t=$(median <"$TMP/on.t")
 off_c=$(median <"$TMP/off.c"); on_c=$(median <"$TMP/on.c"); st_c=$(median <"$TMP/stats.c")
 echo "## Overhead: TCP over veth, sender in the attached cgroup"
@@ -182,6 +197,22 @@ for set in $PAIR_SETS; do
 				r[int((NR + 3) / 4)], r[int((3 * NR + 3) / 4)], k, NR, 1e6 * NR / b - 1e6 * NR / a
 		}'
 done
+if [ "$TPUT_PAIRS" -gt 0 ]; then
+	echo
+	echo "Throughput paired: $TPUT_PAIRS pairs of ${SECS} s iperf3 runs, the defaults attached throughout, one run"
+	echo "from the attached cgroup and one from the sibling, adjacent in time."
+	echo
+	echo "| attached | throughput, with / without (quartiles) | pairs at 0.99 or more | Gbit/s without, with (medians) |"
+	echo "|---|---|---|---|"
+	awk '{ print $2 / $1, $1, $2 }' "$TMP/tpairs" | sort -g | awk '
+		{ r[NR] = $1; if ($1 >= 0.99) k++ }
+		END {
+			m = (NR % 2) ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2
+			printf "| tcpstats,rehash,pmtu | %.3f (%.3f-%.3f) | %d of %d |", m,
+				r[int((NR + 3) / 4)], r[int((3 * NR + 3) / 4)], k, NR
+		}'
+	printf ' %.2f, %.2f |\n' "$(awk '{ print $1 }' "$TMP/tpairs" | median)" "$(awk '{ print $2 }' "$TMP/tpairs" | median)"
+fi
 echo
 echo "Per program (medians over the rounds): runs per connection of the connection-rate load;"
 echo "runs per MB after the handshake (one ${RUNS_MB} MiB connection's runs, paced at 512 MiB/s, beyond a 1 KiB one's,"
