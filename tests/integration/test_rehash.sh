@@ -658,16 +658,20 @@ t_rehash_reuse_good_hash() {
 # held off for that one RTO and on again after it (the kernel's own count
 # of RTO rehashes), or not there to hold off. (Alone on its path,
 # the flow rarely has an RTO of its own, which with txrehash=1 the trap
-# would also catch.)
+# would also catch: such a flow is run again, rh_rto_reverts.)
 rh_timeout_rehash() { # the sender's kernel RTO rehashes (TcpExt TcpTimeoutRehash)
 	local v=$(ip netns exec "$NS_S" nstat -az TcpExtTcpTimeoutRehash |
 		awk '$1 == "TcpExtTcpTimeoutRehash" { print $2 }')
 	[ -n "$v" ] || fail "nstat: no TcpExtTcpTimeoutRehash"
 	echo "$v"
 }
-t_rehash_rto_reverts_move_on_trial() {
+# One txrehash value per test: each has the runner's 180 s for up to 3
+# flows (some 22 s each in the VM).
+t_rehash_rto_reverts_move_on_trial() { rh_rto_reverts 0; }
+t_rehash_rto_reverts_move_on_trial_txrehash() { rh_rto_reverts 1; }
+rh_rto_reverts() { # rh_rto_reverts TXREHASH
 	need_feature so_txrehash
-	local tx try mb st sf rv d0 rto kr ca
+	local tx=$1 try mb st sf rv d0 rto kr ca
 	rh_setup
 	rh_tables
 	rh_pin 5201 0
@@ -676,56 +680,56 @@ t_rehash_rto_reverts_move_on_trial() {
 	ip netns exec "$NS_R1" nft add chain ip6 sptrial blk '{ type filter hook prerouting priority mangle + 2; }' ||
 		fail "nft blackout chain"
 	"$SP" set --pin-path "$PIN" rehash.prob=0 rehash.mode=1 rehash.policy=2 >/dev/null || fail "set rehash.prob=0 rehash.mode=1 rehash.policy=2: exit $?"
-	for tx in 0 1; do
-		ip netns exec "$NS_S" sysctl -qw net.core.txrehash=$tx
-		st=$(rh rto_steered) rv=$(rh memory_reverted) d0=$(rh_decided) rto=$(rh rto) kr=$(rh_timeout_rehash)
-		ca=$(rh rto_to_calm)
-		# Moves come 0 to 5 times a flow (backoff after each futile one);
-		# a flow without a move, or whose one move came with nothing more
-		# to send, tests nothing here, nor one (txrehash=1) whose own RTO
-		# came before any move: the kernel drew a label the trap drops,
-		# and every RTO after another (0 MB once on 6.12 in the VM). Up to
-		# 3 flows until a move on trial was ended by an RTO and the flow
-		# delivered (CI once: 1 move, 0 steered; once 0 moves).
-		for try in 1 2 3; do
-			sf=$(rh rto_steered)
-			rh_first_label_reset
-			rh_seed_base 1
-			# Near the end, 0.4 s of everything dropped: an RTO outside any
-			# trial, which the kernel rehashes if the hold was released.
-			( sleep 5; ip netns exec "$NS_R1" nft add rule ip6 sptrial blk tcp dport 5201 drop
-			  sleep 0.4; ip netns exec "$NS_R1" nft flush chain ip6 sptrial blk ) &
-			BG_PIDS+=($!)
-			mb=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 6 -J |
-				jq '.end.sum_received.bytes / 1000000 | floor')
-			wait "${BG_PIDS[-1]}"
-			# A move in the flow's last round trip: its packets in flight
-			# are still dropped, its RTO (and revert) comes within 2 s.
-			rh_gone 20
-			# The flow's tail (LAST-ACK, its full-sized retransmissions
-			# not on the first label) times out again and again after
-			# iperf3 ends: let it through and let it close, or an RTO
-			# lands between the two counters' reads (expected 3, got 2;
-			# 4 and 3 on 6.12).
-			ip netns exec "$NS_R1" nft flush set ip6 sptrial first
-			rh_gone 100 || fail "the flow's socket still open 12 s after iperf3"
-			[ $(( $(rh rto_steered) - sf )) -ge 1 ] && [ "$mb" -ge 30 ] 2>/dev/null && break
-		done
-		echo "txrehash=$tx, $try flows: $(( $(rh_decided) - d0 )) moves, $(( $(rh rto_steered) - st )) RTOs steered back," \
-			"$(( $(rh memory_reverted) - rv )) reverted, $(( $(rh rto_to_calm) - ca )) sent to a calm hash," \
-			"$(rh rto) RTOs in all; the last flow: $(( $(rh rto_steered) - sf )) steered back, $mb MB"
-		assert_ge "$(( $(rh_decided) - d0 ))" 1 "policy 2 moves (txrehash=$tx)"
-		assert_ge "$(( $(rh rto_steered) - sf ))" 1 "moves on trial ended by an RTO, reverted (txrehash=$tx, flow $try)"
-		assert_ge "$mb" 30 "MB delivered by the flow whose moves are dropped (txrehash=$tx, flow $try)"
-		# The hold lasts one RTO: the kernel rehashed at every other one
-		# (txrehash=1), and at none where it is off. rto_calm() holds it
-		# too: a second RTO in a row of the blackout goes to a sibling's
-		# calm hash when one is noted.
-		[ $tx = 1 ] && assert_ge "$(( $(rh_timeout_rehash) - kr ))" 1 "kernel RTO rehashes after the blackout"
-		assert_eq "$(( $(rh_timeout_rehash) - kr ))" \
-			"$(( tx * ($(rh rto) - rto - $(rh rto_steered) + st - $(rh rto_to_calm) + ca) ))" \
-			"kernel RTO rehashes (txrehash=$tx)"
+	ip netns exec "$NS_S" sysctl -qw net.core.txrehash=$tx
+	st=$(rh rto_steered) rv=$(rh memory_reverted) d0=$(rh_decided) rto=$(rh rto) kr=$(rh_timeout_rehash)
+	ca=$(rh rto_to_calm)
+	# Moves come 0 to 5 times a flow (backoff after each futile one); a
+	# flow without a move, or whose one move came with nothing more to
+	# send, tests nothing here (CI once: 1 move, 0 steered; once 0
+	# moves); nor, with txrehash=1, one whose own RTO came before any
+	# move: the kernel drew a label the trap drops, and at every RTO after
+	# another (0 MB once on 6.12 in the VM). Up to 3 flows until a move on
+	# trial was ended by an RTO and the flow delivered. With txrehash=0
+	# the kernel never rehashes: a flow that delivered little was left on
+	# a dropped label, what this test is about, and fails at once.
+	for try in 1 2 3; do
+		sf=$(rh rto_steered)
+		rh_first_label_reset
+		rh_seed_base 1
+		# Near the end, 0.4 s of everything dropped: an RTO outside any
+		# trial, which the kernel rehashes if the hold was released.
+		( sleep 5; ip netns exec "$NS_R1" nft add rule ip6 sptrial blk tcp dport 5201 drop
+		  sleep 0.4; ip netns exec "$NS_R1" nft flush chain ip6 sptrial blk ) &
+		BG_PIDS+=($!)
+		mb=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 6 -J |
+			jq '.end.sum_received.bytes / 1000000 | floor')
+		wait "${BG_PIDS[-1]}"
+		[ $tx = 0 ] && assert_ge "$mb" 30 "MB delivered by the flow whose moves are dropped (txrehash=0, flow $try)"
+		# A move in the flow's last round trip: its packets in flight
+		# are still dropped, its RTO (and revert) comes within 2 s.
+		rh_gone 20
+		# The flow's tail (LAST-ACK, its full-sized retransmissions not
+		# on the first label) times out again and again after iperf3
+		# ends: let it through and let it close, or an RTO lands between
+		# the two counters' reads (expected 3, got 2; 4 and 3 on 6.12).
+		ip netns exec "$NS_R1" nft flush set ip6 sptrial first
+		rh_gone 100 || fail "the flow's socket still open 12 s after iperf3"
+		[ $(( $(rh rto_steered) - sf )) -ge 1 ] && [ "$mb" -ge 30 ] 2>/dev/null && break
 	done
+	echo "txrehash=$tx, $try flows: $(( $(rh_decided) - d0 )) moves, $(( $(rh rto_steered) - st )) RTOs steered back," \
+		"$(( $(rh memory_reverted) - rv )) reverted, $(( $(rh rto_to_calm) - ca )) sent to a calm hash," \
+		"$(rh rto) RTOs in all; the last flow: $(( $(rh rto_steered) - sf )) steered back, $mb MB"
+	assert_ge "$(( $(rh_decided) - d0 ))" 1 "policy 2 moves (txrehash=$tx)"
+	assert_ge "$(( $(rh rto_steered) - sf ))" 1 "moves on trial ended by an RTO, reverted (txrehash=$tx, flow $try)"
+	assert_ge "$mb" 30 "MB delivered by the flow whose moves are dropped (txrehash=$tx, flow $try)"
+	# The hold lasts one RTO: the kernel rehashed at every other one
+	# (txrehash=1), and at none where it is off. rto_calm() holds it too:
+	# a second RTO in a row of the blackout goes to a sibling's calm hash
+	# when one is noted.
+	[ $tx = 1 ] && assert_ge "$(( $(rh_timeout_rehash) - kr ))" 1 "kernel RTO rehashes after the blackout"
+	assert_eq "$(( $(rh_timeout_rehash) - kr ))" \
+		"$(( tx * ($(rh rto) - rto - $(rh rto_steered) + st - $(rh rto_to_calm) + ca) ))" \
+		"kernel RTO rehashes (txrehash=$tx)"
 }
 
 # Policy 2 explores (prob / 10 of the episodes that are not high) only from
