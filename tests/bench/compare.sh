@@ -35,7 +35,7 @@ make -C "$work/src" -j"$(nproc)" build/stackpilot >"$work/make.log" 2>&1 ||
 # Each build: this tree's tools, its own stackpilot.
 for b in old new; do
 	mkdir "$work/$b"
-	cp $(sed '/^#/d; s|^|build/|' tests/bench/tools) "$work/$b"/
+	cp $(sed '/^[[:space:]]*\(#.*\)\{0,1\}$/d; s|^|build/|' tests/bench/tools) "$work/$b"/ || exit 1
 done
 cp "$work/src/build/stackpilot" "$work/old/"
 cp build/stackpilot "$work/new/"

@@ -19,7 +19,7 @@ out=results/bench-$(date +%Y%m%d-%H%M%S).md
 # cannot change (or break) what is being measured.
 export SP_BUILD=$(mktemp -d /tmp/sp-bench-build.XXXX)
 trap 'rm -rf "$SP_BUILD"' EXIT
-cp build/stackpilot $(sed '/^#/d; s|^|build/|' tests/bench/tools) "$SP_BUILD"/
+cp build/stackpilot $(sed '/^[[:space:]]*\(#.*\)\{0,1\}$/d; s|^|build/|' tests/bench/tools) "$SP_BUILD"/ || exit 1
 
 # The page a benchmark names in its "# Page: docs/bench/NAME.md" line gets
 # what it printed, between two marker lines of its own, with the command
