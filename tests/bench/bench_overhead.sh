@@ -111,6 +111,24 @@ PAIR_CONNS=${PAIR_CONNS:-4000}
 # (SP_PM_PROVER_T; before 2026-12-03, every fetch did).
 PAIR_SETS=${PAIR_SETS:-"empty1 empty3 tcpstats rehash pmtu tcpstats,rehash,pmtu learned:tcpstats,rehash,pmtu"}
 mkdir "$CG-off" || fail "mkdir $CG-off"
+# pair R MEASURE [ARGS]: "without with", MEASURE run from the sibling and
+# from $CG (its first argument the cgroup); which goes first alternates with R.
+pair() {
+	local r=$1 m=$2 a b; shift 2
+	if [ $((r % 2)) = 1 ]; then a=$($m "$CG-off" "$@"); b=$($m "$CG" "$@")
+	else b=$($m "$CG" "$@"); a=$($m "$CG-off" "$@"); fi
+	echo "$a $b"
+}
+# "without with" lines in, the ratios' summary out: "median (quartiles) |
+# pairs at 0.99 or more".
+pair_summary() {
+	awk '$1 > 0 { print $2 / $1 }' | sort -g | awk '
+		{ r[NR] = $1; if ($1 >= 0.99) k++ }
+		END {
+			m = (NR % 2) ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2
+			printf "%.3f (%.3f-%.3f) | %d of %d", m, r[int((NR + 3) / 4)], r[int((3 * NR + 3) / 4)], k, NR
+		}'
+}
 on_exit "rmdir $CG-off"
 empty_on() { # empty_on N: N empty sockops programs on $CG until empty_off
 	local i
@@ -141,9 +159,7 @@ for set in $PAIR_SETS; do
 	*) sp_start --cgroup "$CG" --modules "$set" ;;
 	esac
 	for r in $(seq "$PAIRS"); do	# which side goes first alternates too
-		if [ $((r % 2)) = 1 ]; then a=$(crate "$CG-off" "$PAIR_CONNS"); b=$(crate "$CG" "$PAIR_CONNS")
-		else b=$(crate "$CG" "$PAIR_CONNS"); a=$(crate "$CG-off" "$PAIR_CONNS"); fi
-		echo "$set $a $b" >>"$TMP/pairs"
+		echo "$set $(pair "$r" crate "$PAIR_CONNS")" >>"$TMP/pairs"
 	done
 	case $set in
 	empty*) empty_off ;;
@@ -158,9 +174,7 @@ TPUT_PAIRS=${TPUT_PAIRS:-12}
 if [ "$TPUT_PAIRS" -gt 0 ]; then
 	sp_start --cgroup "$CG"
 	for r in $(seq "$TPUT_PAIRS"); do
-		if [ $((r % 2)) = 1 ]; then a=$(tput "$CG-off"); b=$(tput "$CG")
-		else b=$(tput "$CG"); a=$(tput "$CG-off"); fi
-		echo "$a $b" >>"$TMP/tpairs"
+		pair "$r" tput >>"$TMP/tpairs"
 	done
 	sp_stop
 fi
@@ -189,13 +203,8 @@ echo
 echo "| attached (emptyN: N empty programs) | connection rate, with / without (quartiles) | pairs at 0.99 or more | cost per connection, us |"
 echo "|---|---|---|---|"
 for set in $PAIR_SETS; do
-	awk -v s="$set" '$1 == s { print $3 / $2, $2, $3 }' "$TMP/pairs" | sort -g | awk -v s="$set" '
-		{ r[NR] = $1; if ($1 >= 0.99) k++; a += $2; b += $3 }
-		END {
-			m = (NR % 2) ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2
-			printf "| %s | %.3f (%.3f-%.3f) | %d of %d | %.2f |\n", s, m,
-				r[int((NR + 3) / 4)], r[int((3 * NR + 3) / 4)], k, NR, 1e6 * NR / b - 1e6 * NR / a
-		}'
+	printf '| %s | %s | %s |\n' "$set" "$(awk -v s="$set" '$1 == s { print $2, $3 }' "$TMP/pairs" | pair_summary)" \
+		"$(awk -v s="$set" '$1 == s { n++; a += $2; b += $3 } END { printf "%.2f", 1e6 * n / b - 1e6 * n / a }' "$TMP/pairs")"
 done
 if [ "$TPUT_PAIRS" -gt 0 ]; then
 	echo
@@ -204,14 +213,8 @@ if [ "$TPUT_PAIRS" -gt 0 ]; then
 	echo
 	echo "| attached | throughput, with / without (quartiles) | pairs at 0.99 or more | Gbit/s without, with (medians) |"
 	echo "|---|---|---|---|"
-	awk '$1 > 0 { print $2 / $1, $1, $2 }' "$TMP/tpairs" | sort -g | awk '
-		{ r[NR] = $1; if ($1 >= 0.99) k++ }
-		END {
-			m = (NR % 2) ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2
-			printf "| tcpstats,rehash,pmtu | %.3f (%.3f-%.3f) | %d of %d |", m,
-				r[int((NR + 3) / 4)], r[int((3 * NR + 3) / 4)], k, NR
-		}'
-	printf ' %.2f, %.2f |\n' "$(awk '{ print $1 }' "$TMP/tpairs" | median)" "$(awk '{ print $2 }' "$TMP/tpairs" | median)"
+	printf '| tcpstats,rehash,pmtu | %s | %.2f, %.2f |\n' "$(pair_summary <"$TMP/tpairs")" \
+		"$(awk '{ print $1 }' "$TMP/tpairs" | median)" "$(awk '{ print $2 }' "$TMP/tpairs" | median)"
 fi
 echo
 echo "Per program (medians over the rounds): runs per connection of the connection-rate load;"
