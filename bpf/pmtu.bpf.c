@@ -19,8 +19,10 @@
  *                  establishment and given up once proved (rttcb.bpf.h):
  *                  after learn_kb, no pmtu program runs per ACK. One
  *                  connection a destination a second waits so
- *                  (SP_PM_PROVER_T); the others prove at their close
- *                  (STATE_CB), or wait after an RTO.
+ *                  (SP_PM_PROVER_T); the others wait after an RTO, or
+ *                  prove at their close where another module asked for
+ *                  STATE_CB (pmtu asks none: it would run every sockops
+ *                  program three or four times a connection).
  *  RTO_CB          an RTO with full-size segments out, at an MTU not known
  *                  to pass: a black hole suspect. Tell the loader, which
  *                  searches the path with DF probes that cost no connection
@@ -480,7 +482,7 @@ static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *
 enum role {
 	PM_WAIT,	/* waits for its proof: storage, RTT_CB until learn_kb */
 	PM_NOTHING,	/* can teach nothing */
-	PM_LEFT,	/* leaves its proof to another connection, proves at close */
+	PM_LEFT,	/* leaves its proof to another connection (proves at an RTO, or a close seen) */
 };
 
 /*
@@ -497,7 +499,11 @@ enum role {
  * other connection to the destination began to in SP_PM_PROVER_T: a
  * destination's proof is one connection's work, and a short connection's
  * wait (storage, RTT_CB word, RTT_CB runs for every module) is most of what
- * pmtu costs it, for a proof 100 bytes never give.
+ * pmtu costs it, for a proof 100 bytes never give. The others ask for no
+ * state callback to prove at close either: on a destination with many
+ * short connections that would cost each of them three or four runs of
+ * every module (about 1 us of a 100-byte fetch on veth), for a proof the
+ * next second's first connection gives if it is a long one.
  */
 static __always_inline enum role proof_role(struct bpf_sock *bsk, struct sp_pmtu_entry *e,
 					    bool passive, bool claim)
@@ -596,9 +602,14 @@ int sp_pmtu(struct bpf_sock_ops *skops)
 #endif
 		if (role == PM_LEFT)
 			sp_count(&pmtu_ctr, SP_PM_PROOF_LEFT, 1);
-		/* At close, a connection that left its proof gives it (on_close). */
-		sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG |
-				      (role == PM_LEFT ? BPF_SOCK_OPS_STATE_CB_FLAG : 0));
+		/* No STATE_CB (proof_role()): a close another module asked
+		 * for still proves what a connection that left its proof
+		 * delivered (on_close). */
+#ifdef SP_MUTANT_PM_LEFT_STATE	/* make mutants: one that left its proof asks for its close */
+		if (role == PM_LEFT)
+			sp_cb_flags_or(skops, BPF_SOCK_OPS_STATE_CB_FLAG);
+#endif
+		sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG);
 #ifndef SP_MUTANT_PM_EAGER_STATE	/* make mutants: every connection gets its storage at once */
 		if (!sp_kernel_hooks && role != PM_WAIT)
 			return 1;

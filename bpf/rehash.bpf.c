@@ -18,7 +18,9 @@
  *              and a second RTO in a row takes a calm sibling's txhash
  *              (rto_calm()).
  *  STATE_CB    count the bytes a closing socket delivered (status: RTT
- *              callbacks per MB).
+ *              callbacks per MB); asked for only by a socket with state
+ *              (its first retransmission or RTO, lazy_state()), or by
+ *              every socket with reuse on (its close feeds the good list).
  *
  * Zero steady-state cost. RTT_CB runs on every ACK of a socket that has it
  * (291-375 ns each in this program when it was always on). rehash switches it
@@ -1228,6 +1230,26 @@ static __always_inline bool lazy_state(const struct cfg *c)
 	return !c->rounds && !c->revert_pct;
 }
 
+/*
+ * A connection's state, at establishment or (lazy_state()) at its first
+ * retransmission or RTO; F_CREATE returns the state there is, if any. With
+ * state, its close counts (bytes, path memory, reuse): STATE_CB from here.
+ */
+static __always_inline struct sk_state *state_new(struct bpf_sock_ops *skops,
+						  struct bpf_sock *bsk, const struct cfg *c,
+						  __u64 now)
+{
+	struct sk_state *s;
+
+	s = bpf_sk_storage_get(&rehash_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!s)
+		return NULL;
+	s->rounds_on = c->rounds != 0;
+	mark_path(skops, s, now);
+	sp_cb_flags_or(skops, BPF_SOCK_OPS_STATE_CB_FLAG);
+	return s;
+}
+
 SEC("sockops")
 int sp_rehash(struct bpf_sock_ops *skops)
 {
@@ -1244,22 +1266,25 @@ int sp_rehash(struct bpf_sock_ops *skops)
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
 		if (!bsk)
 			return 1;
-		/* No RTT_CB here: it is asked for when there is per-ACK work. */
-		sp_cb_flags_or(skops, BPF_SOCK_OPS_RETRANS_CB_FLAG | BPF_SOCK_OPS_RTO_CB_FLAG |
-				      BPF_SOCK_OPS_STATE_CB_FLAG);
 		read_cfg(&c);
+		/* No RTT_CB here: it is asked for when there is per-ACK work.
+		 * No STATE_CB either unless there is work at close: a
+		 * connection with state (state_new() asks for it), or reuse's
+		 * good list, which every clean close feeds. */
+#ifdef SP_MUTANT_RH_ALWAYS_STATE	/* make mutants: every connection asks for state callbacks */
+		c.reuse = 1;
+#endif
+		sp_cb_flags_or(skops, BPF_SOCK_OPS_RETRANS_CB_FLAG | BPF_SOCK_OPS_RTO_CB_FLAG |
+				      (c.reuse ? BPF_SOCK_OPS_STATE_CB_FLAG : 0));
 		now = bpf_ktime_get_ns();
 		if (c.reuse)
 			start_on_good(skops, &c, now);
 		if (lazy_state(&c))
 			return 1;
 		/* Storage now, so the hot callbacks never allocate. */
-		s = bpf_sk_storage_get(&rehash_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
-		if (!s)
-			return 1;
-		s->rounds_on = c.rounds != 0;
-		mark_path(skops, s, now);
-		rtt_cb_update(skops, s);
+		s = state_new(skops, bsk, &c, now);
+		if (s)
+			rtt_cb_update(skops, s);
 		return 1;
 	case BPF_SOCK_OPS_RETRANS_CB:
 	case BPF_SOCK_OPS_RTO_CB:
@@ -1272,12 +1297,10 @@ int sp_rehash(struct bpf_sock_ops *skops)
 			return 1;
 		s = bpf_sk_storage_get(&rehash_sk, bsk, NULL, 0);
 		if (!s) {
-			s = bpf_sk_storage_get(&rehash_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+			read_cfg(&c);
+			s = state_new(skops, bsk, &c, bpf_ktime_get_ns());
 			if (!s)
 				return 1;
-			read_cfg(&c);
-			s->rounds_on = c.rounds != 0;
-			mark_path(skops, s, bpf_ktime_get_ns());
 		}
 		break;
 	case BPF_SOCK_OPS_RTT_CB:

@@ -24,42 +24,59 @@ struct {
 
 SP_CFG_READ(tcpstats, struct sp_tcpstats_cfg, tcpstats_cfg, SP_TCPSTATS_TUNABLES)
 
-static __always_inline bool port_selected(const struct bpf_sock_ops *skops)
+/*
+ * Whether the connection counts: cfg.port selects it. A port above 65535,
+ * or closes above 1, from outside reads as the default (0).
+ */
+static __always_inline bool port_selected(const struct bpf_sock_ops *skops,
+					  struct sp_tcpstats_cfg *cfg)
 {
-	struct sp_tcpstats_cfg cfg;
-
-	/* A port above 65535 from outside reads as the default, 0: count everything. */
-	tcpstats_cfg_read(&cfg);
+	tcpstats_cfg_read(cfg);
 #ifdef SP_MUTANT_TS_ANY_PORT	/* make mutants: every port counts */
 	return true;
 #endif
-	if (cfg.port == 0)
+	if (cfg->port == 0)
 		return true;
-	return sp_local_port(skops) == cfg.port || sp_remote_port(skops) == cfg.port;
+	return sp_local_port(skops) == cfg->port || sp_remote_port(skops) == cfg->port;
 }
 
 SEC("sockops")
 int sp_tcpstats(struct bpf_sock_ops *skops)
 {
+	struct sp_tcpstats_cfg cfg;
 	__u32 op = skops->op;
 
 	switch (op) {
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
-		if (!port_selected(skops))
+		if (!port_selected(skops, &cfg))
 			break;
 		sp_count(&tcpstats_ctr, op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB ?
 			 SP_TS_ACTIVE : SP_TS_PASSIVE, 1);
-		sp_cb_flags_or(skops, BPF_SOCK_OPS_RETRANS_CB_FLAG |
-				      BPF_SOCK_OPS_RTO_CB_FLAG | BPF_SOCK_OPS_STATE_CB_FLAG);
+		/*
+		 * STATE_CB only with closes on: the kernel then runs every
+		 * sockops program of the cgroup at each of the connection's
+		 * state changes (three or four, one of them the close), about
+		 * 1 us of a short connection's 70 on veth
+		 * (docs/bench/overhead.md), for one count at close.
+		 */
+#ifndef SP_MUTANT_TS_ALWAYS_STATE	/* make mutants: state callbacks whatever closes says */
+		if (!cfg.closes)
+			sp_cb_flags_or(skops, BPF_SOCK_OPS_RETRANS_CB_FLAG | BPF_SOCK_OPS_RTO_CB_FLAG);
+		else
+#endif
+			sp_cb_flags_or(skops, BPF_SOCK_OPS_RETRANS_CB_FLAG |
+					      BPF_SOCK_OPS_RTO_CB_FLAG | BPF_SOCK_OPS_STATE_CB_FLAG);
 		break;
 	case BPF_SOCK_OPS_STATE_CB:
 		/*
 		 * At close, the connection's own totals: the share of segments
 		 * retransmitted, at one callback a connection, none a packet.
-		 * args[1] = the new state.
+		 * args[1] = the new state. Another module's ask brings this
+		 * callback with closes off too: then nothing is counted, or
+		 * the totals would be of the connections other modules watch.
 		 */
-		if (skops->args[1] != BPF_TCP_CLOSE || !port_selected(skops))
+		if (skops->args[1] != BPF_TCP_CLOSE || !port_selected(skops, &cfg) || !cfg.closes)
 			break;
 		sp_count(&tcpstats_ctr, SP_TS_CLOSED_SEGS, skops->segs_out);
 		sp_count(&tcpstats_ctr, SP_TS_CLOSED_RETRANS, skops->total_retrans);
@@ -67,11 +84,11 @@ int sp_tcpstats(struct bpf_sock_ops *skops)
 	case BPF_SOCK_OPS_RETRANS_CB:
 		/* Other modules may have enabled this callback on sockets we
 		 * did not select: filter again. args[1] = segments, args[2] = err. */
-		if (port_selected(skops) && skops->args[2] == 0)
+		if (port_selected(skops, &cfg) && skops->args[2] == 0)
 			sp_count(&tcpstats_ctr, SP_TS_RETRANS, skops->args[1]);
 		break;
 	case BPF_SOCK_OPS_RTO_CB:
-		if (port_selected(skops))
+		if (port_selected(skops, &cfg))
 			sp_count(&tcpstats_ctr, SP_TS_RTO, 1);
 		break;
 	}

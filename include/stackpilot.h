@@ -57,7 +57,9 @@ enum sp_tcpstats_ctr {
 /* A port above 65535 (only possible from outside) is ignored: count everything. */
 #define SP_TCPSTATS_TUNABLES(X, ctx) \
 	X(ctx, port, 0, 65535, 0, SP_OOR_DEFAULT, \
-	  "count only connections with this local or remote port; 0 = all")
+	  "count only connections with this local or remote port; 0 = all") \
+	X(ctx, closes, 0, 1, 0, SP_OOR_DEFAULT, \
+	  "1: count closing connections' segments and retransmissions (a state callback per state change)")
 
 struct sp_tcpstats_cfg {
 	SP_TCPSTATS_TUNABLES(SP_CFG_FIELD, _)

@@ -314,7 +314,7 @@ t_config_three_cgroups() {
 	assert_ge "$lr" 1 "latency retransmissions"
 	assert_eq "$ln" 0 "latency rehashes with prob 0"
 	# bpftool on one cgroup's pin changes that cgroup only.
-	bpftool map update pinned "$PIN/sp-test-$ID:front/tcpstats_cfg" key 0 0 0 0 value 0x51 0x14 0 0 || fail "bpftool: exit $?"
+	bpftool map update pinned "$PIN/sp-test-$ID:front/tcpstats_cfg" key 0 0 0 0 value 0x51 0x14 0 0 0 0 0 0 || fail "bpftool: exit $?"
 	assert_eq "$(get_cg front tcpstats.port)" 5201 "front after bpftool"
 	assert_eq "$(get_cg latency tcpstats.port)" 5201 "latency after bpftool on front"
 	assert_eq "$(get_cg batch tcpstats.port)" 0 "batch after bpftool on front"

@@ -237,6 +237,8 @@ t_tcpstats_retrans_rto() {
 	netns_pair; make_cgroup
 	tcp_server 5201
 	sp_start --cgroup "$CG" --modules tcpstats
+	# The closing connections' totals are counted only with closes on.
+	sp_ctl set tcpstats.closes=1 >/dev/null || fail "set tcpstats.closes=1: exit $?"
 	printf 'table inet sptest {\n chain in {\n type filter hook input priority 0;\n }\n}\n' |
 		ip netns exec "$NS_B" nft -f - || fail "nft: exit $?"
 	# Every 10th data segment is dropped, counted, not drawn: random 20% loss
@@ -287,10 +289,14 @@ t_docs_bpftool() {
 	assert_eq "$(status_num active_opens)" 0 "connections to 5202 with port=5201"
 	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 1000 2 >/dev/null || fail "client: exit $?"
 	assert_eq "$(status_num active_opens)" 2 "connections to 5201 with port=5201"
-	# Out of range from outside (70000 = 0x11170): ignored, everything counts.
-	bpftool map update pinned "$PIN/tcpstats_cfg" key 0 0 0 0 value 0x70 0x11 0x01 0 || fail "bpftool: exit $?"
+	# Out of range from outside (70000 = 0x11170; closes 7): ignored,
+	# everything counts and closes is off.
+	bpftool map update pinned "$PIN/tcpstats_cfg" key 0 0 0 0 value 0x70 0x11 0x01 0 7 0 0 0 ||
+		fail "bpftool: exit $?"
 	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5202 1000 3 >/dev/null || fail "client: exit $?"
 	assert_eq "$(status_num active_opens)" 5 "connections to 5202 with port=70000 (ignored)"
+	sleep 0.3	# a close (tcp_done) can follow the client's exit
+	assert_eq "$(status_num closed_segs_out)" 0 "closed_segs_out with closes=7 (ignored)"
 	# stackpilot set writes the same field.
 	"$SP" set --pin-path "$PIN" tcpstats.port=5201 >/dev/null || fail "set tcpstats.port=5201: exit $?"
 	bpftool map dump pinned "$PIN/tcpstats_cfg" | has '"port": 5201' || fail "bpftool dump shows no field name"

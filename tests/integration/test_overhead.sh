@@ -58,6 +58,45 @@ t_overhead_runs_per_connection() {
 	done
 }
 
+# State callbacks run every sockops program of the cgroup at each of a
+# connection's state changes (three or four a connection, one of them its
+# close): asked for only where a close is counted. tcpstats asks with
+# closes=1 only, and then counts its closing connections; rehash asks with
+# reuse on, or for a connection it keeps state for; pmtu for none. With
+# none of these, a short connection runs each program no state callback;
+# with closes off, another module's ask counts no close in tcpstats.
+t_overhead_state_cb_asked() {
+	local a b c n=20 closed
+	netns_pair; make_cgroup
+	tcp_server 5201
+	# pmtu too: to a destination it has not proved, all but the first
+	# connection of each second leave their proof and ask for no close.
+	sp_start --cgroup "$CG" --modules tcpstats,rehash,pmtu --bpf-stats
+	ov_short() {
+		in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 1000 $n >/dev/null ||
+			fail "$n short connections: exit $?"
+		sleep 0.3	# the last close (tcp_done) can follow the client's exit
+	}
+	ov_short
+	a=$(runs_of sp_tcpstats)
+	assert_eq "$(sp_num '.modules.tcpstats.closed_segs_out')" 0 "closed_segs_out with closes off"
+	sp_ctl set tcpstats.closes=1 >/dev/null || fail "set tcpstats.closes=1"
+	ov_short
+	b=$(runs_of sp_tcpstats)
+	closed=$(sp_num '.modules.tcpstats.closed_segs_out')
+	echo "sp_tcpstats runs for $n connections: closes off $a, on $((b - a))" >&2
+	# Each connection sends its SYN, its request and its FIN at least.
+	assert_ge "$closed" $((3 * n)) "closed_segs_out of $n connections with closes on"
+	assert_ge $((b - a)) $((a + 2 * n)) "runs for $n connections: closes on against off ($a)"
+	sp_ctl set tcpstats.closes=0 rehash.reuse=1 >/dev/null || fail "set tcpstats.closes=0 rehash.reuse=1"
+	ov_short
+	c=$(runs_of sp_tcpstats)
+	echo "sp_tcpstats runs for $n connections with rehash.reuse=1: $((c - b))" >&2
+	assert_ge $((c - b)) $((a + 2 * n)) "runs for $n connections: rehash.reuse on against off ($a)"
+	assert_eq "$(sp_num '.modules.tcpstats.closed_segs_out')" "$closed" \
+		"closed_segs_out after closes went off, with rehash's state callbacks"
+}
+
 # The flag word is shared: pmtu gives up RTT_CB once its connection proved
 # its MTU, and rehash, which asks for it for the connection's life with the
 # rounds trigger on, keeps getting it. Whichever module asked first, the
@@ -221,21 +260,27 @@ t_overhead_lazy_state() {
 # namespace and cannot probe B's) leave the proof to the first of each
 # second (SP_PM_PROVER_T): only it waits (pmtu's storage, the RTT_CB word
 # sp_rttcb). One of the others that delivers learn_kb proves the path at
-# its close; one that takes an RTO gets its storage then and waits for
-# its own proof. pmtu alone: it asks for the state callback itself. The
+# its close where another module asked for the state callback (pmtu asks
+# none: t_overhead_state_cb_asked), here tcpstats with closes on; one that
+# takes an RTO gets its storage then and waits for its own proof. The
 # 1 MiB connection starts right after a short one (one shell, no status
 # read between: a slow emulated guest too is well within the second).
 t_overhead_proof_left() {
 	local left got rttcb
 	netns_pair; make_cgroup
 	tcp_server 5201
-	sp_start --cgroup "$CG" --modules pmtu
+	sp_start --cgroup "$CG" --modules pmtu,tcpstats
+	sp_ctl set tcpstats.closes=1 >/dev/null || fail "set tcpstats.closes=1"
 	in_cgroup ip netns exec "$NS_A" sh -c '"$1" client 10.77.0.2 5201 4000 1 >/dev/null &&
 		"$1" client 10.77.0.2 5201 4000 4 >/dev/null &&
 		TCPTOOL_PACING=$((256 << 20)) "$1" client 10.77.0.2 5201 $((1 << 20)) 1 120 >/dev/null' \
 		sh "$TCPTOOL" || fail "connections: exit $?"
 	left=$(sp_num '.modules.pmtu.proofs_left_to_another')
 	assert_eq "$left" 5 "of 6 connections in a row, those that left their proof (the first waits)"
+	for _ in $(seq 20); do	# the close (tcp_done) can follow the client's exit
+		[ "$(sp_num '.modules.pmtu.learned_from_connections')" -ge 1 ] && break
+		sleep 0.1
+	done
 	assert_eq "$(sp_num '.modules.pmtu.learned_from_connections')" 1 \
 		"proofs: the 1 MiB connection's at its close (the short ones prove nothing)"
 	assert_ge "$(sp_num '[.modules.pmtu.destinations[] | select(.dst == "10.77.0.2") | .low_mtu] | max // 0')" 1400 \

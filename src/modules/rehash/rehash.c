@@ -78,7 +78,7 @@ static const struct sp_counter counters[SP_RH_NR] = {
 	[SP_RH_ROUNDS] = { "rounds_trigger", "rehashes decided by the congested-rounds trigger" },
 	[SP_RH_RTT_CBS] = { "rtt_callbacks", "RTT (per-ACK) callbacks run for the module's sockets" },
 	/* Counted at episodes and when a socket closes: a long flow shows up late. */
-	[SP_RH_BYTES] = { "bytes_delivered", "bytes delivered (bytes_acked) by the module's sockets",
+	[SP_RH_BYTES] = { "bytes_delivered", "bytes delivered (bytes_acked) by the connections whose close it saw",
 			  "bytes" },
 	[SP_RH_RTT_ON] = { "rtt_cb_switched_on", "times rehash switched RTT callbacks on for a socket" },
 	[SP_RH_WINDOWS] = { "memory_windows", "path-memory windows closed (new path measured)" },
