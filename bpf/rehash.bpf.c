@@ -19,8 +19,9 @@
  *              (rto_calm()).
  *  STATE_CB    count the bytes a closing socket delivered (status: RTT
  *              callbacks per MB); asked for only by a socket with state
- *              (its first retransmission or RTO, lazy_state()), or by
- *              every socket with reuse on (its close feeds the good list).
+ *              (made at establishment, or at its first retransmission or
+ *              RTO: lazy_state()), or by every socket with reuse on (its
+ *              close feeds the good list).
  *
  * Zero steady-state cost. RTT_CB runs on every ACK of a socket that has it
  * (291-375 ns each in this program when it was always on). rehash switches it
@@ -1246,7 +1247,9 @@ static __always_inline struct sk_state *state_new(struct bpf_sock_ops *skops,
 		return NULL;
 	s->rounds_on = c->rounds != 0;
 	mark_path(skops, s, now);
+#ifndef SP_MUTANT_RH_STATE_NO_CLOSE	/* make mutants: a connection with state asks for no close */
 	sp_cb_flags_or(skops, BPF_SOCK_OPS_STATE_CB_FLAG);
+#endif
 	return s;
 }
 
@@ -1312,15 +1315,14 @@ int sp_rehash(struct bpf_sock_ops *skops)
 			break;
 		/* No state: it never retransmitted (or was established before
 		 * rehash was enabled). An RTT_CB is another module's ask,
-		 * counted as on_rtt() counts it; at close, its bytes and its
-		 * hash (reuse) count as a clean connection's. */
-		if (skops->op == BPF_SOCK_OPS_RTT_CB) {
-			sp_count(&rehash_ctr, SP_RH_RTT_CBS, 1);
-		} else if (skops->args[1] == TCP_CLOSE) {
-			if (skops->bytes_acked)
-				sp_count(&rehash_ctr, SP_RH_BYTES, skops->bytes_acked);
+		 * counted apart: rtt_callbacks and bytes_delivered are both of
+		 * the connections with state, whose closes rehash always sees
+		 * (state_new()), so their ratio holds. At close (reuse's ask,
+		 * or another module's), its hash counts as a clean one's. */
+		if (skops->op == BPF_SOCK_OPS_RTT_CB)
+			sp_count(&rehash_ctr, SP_RH_RTT_CBS_OTHER, 1);
+		else if (skops->args[1] == TCP_CLOSE)
 			on_close(skops, NULL, bpf_ktime_get_ns());
-		}
 		return 1;
 	default:
 		return 1;

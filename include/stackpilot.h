@@ -58,7 +58,7 @@ enum sp_tcpstats_ctr {
 #define SP_TCPSTATS_TUNABLES(X, ctx) \
 	X(ctx, port, 0, 65535, 0, SP_OOR_DEFAULT, \
 	  "count only connections with this local or remote port; 0 = all") \
-	X(ctx, closes, 0, 1, 0, SP_OOR_DEFAULT, \
+	X(ctx, closes, 0, 1, 0, SP_OOR_CLAMP, \
 	  "1: count closing connections' segments and retransmissions (a state callback per state change)")
 
 struct sp_tcpstats_cfg {
@@ -80,8 +80,8 @@ enum sp_rehash_ctr {
 	SP_RH_LOSS_STATE,	/* retransmissions in TCP_CA_Loss (post-RTO): ignored */
 	SP_RH_RTO,		/* RTOs seen */
 	SP_RH_ROUNDS,		/* rehashes decided by the congested-rounds trigger */
-	SP_RH_RTT_CBS,		/* RTT (per-ACK) callbacks run for the module's sockets */
-	SP_RH_BYTES,		/* bytes delivered (bytes_acked) by the module's sockets */
+	SP_RH_RTT_CBS,		/* RTT (per-ACK) callbacks of the connections it keeps state for */
+	SP_RH_BYTES,		/* bytes delivered (bytes_acked) by those connections */
 	SP_RH_RTT_ON,		/* times rehash switched RTT callbacks on for a socket */
 	SP_RH_WINDOWS,		/* path-memory windows closed (new path measured) */
 	SP_RH_REVERT,		/* windows that found the new path worse: revert decided */
@@ -101,6 +101,7 @@ enum sp_rehash_ctr {
 	SP_RH_RTO_STEER,	/* policy 2: RTOs of a move on trial: back to the old txhash */
 	SP_RH_KEPT_SIB,		/* policy 2: moves kept by the siblings' rate alone */
 	SP_RH_RTO_CALM,		/* policy 2: repeated RTOs sent onto a calm sibling's txhash */
+	SP_RH_RTT_CBS_OTHER,	/* RTT callbacks of connections without state: another module's ask */
 	SP_RH_NR,
 };
 

@@ -158,7 +158,7 @@ static const struct sp_counter counters[SP_PM_NR] = {
 	[SP_PM_WOULD_CLAMP] = { "would_clamp", "enforce=0: connections that would have started with a learned MSS" },
 	[SP_PM_ASKS_LIMITED] = { "asks_limited", "new destinations not asked for: more than searches_per_s (burst 64)" },
 	[SP_PM_CLAMP_REFUSED] = { "clamp_refused", "clamps the kernel refused: TCP_MAXSEG from sockops programs is 6.1 and later" },
-	[SP_PM_PROOF_LEFT] = { "proofs_left_to_another", "connections to a destination not yet proved that did not wait for their proof: another connection began to within a second; they prove at their close" },
+	[SP_PM_PROOF_LEFT] = { "proofs_left_to_another", "connections to a destination not yet proved that did not wait for their proof: another connection began to within a second; they prove at an RTO, or at a close another module asked for" },
 	[SP_PM_KERNEL] = { "learned_from_kernel", "paths learned from the kernel's own discoveries: ICMP reductions, its MTU probing (fentry kernels)" },
 };
 static const char *const states[] = { "learned", "suspect", "searched", "no_probe", "asked" };

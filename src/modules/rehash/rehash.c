@@ -76,9 +76,9 @@ static const struct sp_counter counters[SP_RH_NR] = {
 			       "retransmissions in TCP_CA_Loss (after an RTO): ignored" },
 	[SP_RH_RTO] = { "rto", "RTOs seen" },
 	[SP_RH_ROUNDS] = { "rounds_trigger", "rehashes decided by the congested-rounds trigger" },
-	[SP_RH_RTT_CBS] = { "rtt_callbacks", "RTT (per-ACK) callbacks run for the module's sockets" },
+	[SP_RH_RTT_CBS] = { "rtt_callbacks", "RTT (per-ACK) callbacks of the connections it keeps state for" },
 	/* Counted at episodes and when a socket closes: a long flow shows up late. */
-	[SP_RH_BYTES] = { "bytes_delivered", "bytes delivered (bytes_acked) by the connections whose close it saw",
+	[SP_RH_BYTES] = { "bytes_delivered", "bytes delivered (bytes_acked) by the connections it keeps state for",
 			  "bytes" },
 	[SP_RH_RTT_ON] = { "rtt_cb_switched_on", "times rehash switched RTT callbacks on for a socket" },
 	[SP_RH_WINDOWS] = { "memory_windows", "path-memory windows closed (new path measured)" },
@@ -112,6 +112,8 @@ static const struct sp_counter counters[SP_RH_NR] = {
 			     "policy 2: moves kept because the siblings' episode rate fell, the mover's own losses not halved" },
 	[SP_RH_RTO_CALM] = { "rto_to_calm",
 			     "policy 2: second and later RTOs in a row sent onto the txhash a sibling last found calm, not the kernel's random one" },
+	[SP_RH_RTT_CBS_OTHER] = { "rtt_callbacks_other",
+				  "RTT callbacks run for connections it keeps no state for (another module's ask)" },
 };
 
 /* The per-ACK price: RTT callbacks the module's sockets ran per MB they delivered. */
