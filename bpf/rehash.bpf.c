@@ -894,6 +894,9 @@ static __always_inline void on_retrans(struct bpf_sock_ops *skops, struct sk_sta
 			 * found, and not steered back on an RTO. (dens is
 			 * from before the window halving above, which keeps
 			 * a density non-zero.) */
+#ifdef SP_MUTANT_RH_EXPLORE_BLIND	/* make mutants: explores with no density too */
+			dens = dens ?: 1;
+#endif
 			if (c->policy != 2 || !d || s->floor || !dens ||
 			    bpf_get_prandom_u32() % (100 * EXPLORE_DIV) >= c->prob)
 				goto out;
