@@ -9,7 +9,7 @@ source "$ROOT/tests/lib_ecmp.sh"
 rh_setup() {
 	ecmp_topo 2 100mbit
 	[ ! -e /proc/sys/net/core/txrehash ] || ip netns exec "$NS_S" sysctl -qw net.core.txrehash=0
-	printf 'table ip6 sp {\n set labels { typeof tcp sport . ip6 flowlabel; size 4096; }\n chain c_fwd {\n type filter hook forward priority 0;\n ip6 nexthdr tcp tcp dport 5201 add @labels { tcp sport . ip6 flowlabel }\n }\n}\n' |
+	printf 'table ip6 sp {\n set labels { typeof tcp sport . ip6 flowlabel; size 4096; flags dynamic; counter; }\n chain c_fwd {\n type filter hook forward priority 0;\n ip6 nexthdr tcp tcp dport 5201 update @labels { tcp sport . ip6 flowlabel }\n }\n}\n' |
 		ip netns exec "$NS_R1" nft -f - || fail "nft labels"
 	ip netns exec "$NS_D" iperf3 -s -D -p 5201 >/dev/null || fail "iperf3: exit $?"
 	make_cgroup
@@ -17,14 +17,21 @@ rh_setup() {
 }
 
 # Flow labels seen at R1, per sender port: {"port": [labels...]}; of the set
-# named $1 if given (rh_data_labels).
+# named $1 if given (rh_data_labels). Set "labels" counts each one's packets.
 labels() {
 	ip netns exec "$NS_R1" nft -j list set ip6 sp "${1:-labels}" |
-		jq -c '[.nftables[].set.elem // empty | .[].concat] | group_by(.[0]) |
+		jq -c '[.nftables[].set.elem // empty | .[] | .elem.val.concat // .concat] | group_by(.[0]) |
 			map({key: (.[0][0] | tostring), value: map(.[1])}) | from_entries'
 }
 # Most distinct labels any one flow had.
 labels_max() { labels | jq '[.[] | length] | max // 0'; }
+# Bytes R1 forwarded under each label of the flow that sent the most,
+# largest first: [bytes...].
+label_bytes() {
+	ip netns exec "$NS_R1" nft -j list set ip6 sp labels |
+		jq -c '[.nftables[].set.elem // empty | .[].elem | {p: .val.concat[0], b: .counter.bytes}] |
+			group_by(.p) | max_by(map(.b) | add) // [] | map(.b) | sort | reverse'
+}
 # A number of rehash's status; the test fails on null (a name misspelt, a
 # field gone), which $(( )) would read as 0.
 rh() { sp_num ".modules.rehash.$1"; }
@@ -41,13 +48,16 @@ flow() {
 t_rehash_moves_flow() {
 	rh_setup
 	"$SP" set --pin-path "$PIN" rehash.prob=100 rehash.mode=1 >/dev/null || fail "set rehash.prob=100 rehash.mode=1: exit $?"
-	local b0=$(path_tx 0) b1=$(path_tx 1)
-	flow 4
+	local b0=$(path_tx 0) b1=$(path_tx 1) rtx lb
+	rtx=$(in_cgroup ip netns exec "$NS_S" iperf3 -6 -c fd02::2 -p 5201 -t 4 -C cubic -J |
+		jq '.end.sum_sent.retransmits')
 	local now=$(rh rehash_now) done=$(rh rehash_deferred_done) deferred=$(rh rehash_deferred)
 	local forced=$(rh rehash_deferred_forced) l=$(labels)
 	local p0=$(( $(path_tx 0) - b0 )) p1=$(( $(path_tx 1) - b1 ))
 	local n=$((now + done + forced))
-	echo "rehashes now $now deferred $deferred (safe later $done, forced $forced); labels $l; p0 $p0 p1 $p1"
+	lb=$(label_bytes)
+	echo "rehashes now $now deferred $deferred (safe later $done, forced $forced); labels $l; p0 $p0 p1 $p1;" \
+		"bytes a label $lb; $rtx segments retransmitted"
 	assert_ge "$(rh episodes)" 1 "loss-recovery episodes on a 100 Mbit/s tbf path"
 	assert_ge "$n" 4 "rehashes applied with prob=100"
 	assert_ge "$deferred" "$((done + forced))" "deferred decisions vs deferred applications"
@@ -67,6 +77,13 @@ t_rehash_moves_flow() {
 	local tot=$((p0 + p1))
 	[ "$p0" -gt 32768 ] && [ "$p1" -gt 32768 ] ||
 		fail "bytes did not move between paths: p0 $p0 p1 $p1 of $tot during the flow after $n rehashes, expected each > 32768"
+	# The data took the new labels, not only the retransmissions (the
+	# label follows sk_txhash on every packet): the second label by bytes
+	# carried more than all the flow's retransmissions could have, 1500
+	# bytes a segment at most on these paths' MTU.
+	num "$rtx" "retransmitted segments" >/dev/null
+	assert_ge "$(echo "$lb" | jq '.[1] // 0')" "$(( (rtx + 1) * 1500 ))" \
+		"bytes at R1 under the flow's second label vs (retransmitted segments + 1) x 1500"
 	# The per-connection view shows the data connection's rehashes.
 	assert_ge "$(sp_json '[.modules.rehash.connections[] | select(.dport == 5201) | .rehashes] | max')" 2 \
 		"rehashes of the busiest connection in status"
