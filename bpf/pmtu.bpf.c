@@ -40,6 +40,7 @@
 #include "common.bpf.h"
 #include "netns.bpf.h"
 #include "rttcb.bpf.h"
+#include "chain.bpf.h"
 #include <bpf/bpf_tracing.h>
 
 char LICENSE[] SEC("license") = "GPL";
@@ -579,8 +580,7 @@ static __always_inline bool waits_after_rto(struct bpf_sock_ops *skops, struct b
  */
 const volatile bool sp_kernel_hooks = false;
 
-SEC("sockops")
-int sp_pmtu(struct bpf_sock_ops *skops)
+static __always_inline int pmtu_ops(struct bpf_sock_ops *skops)
 {
 	struct bpf_sock *bsk = skops->sk;
 	struct sk_state *s = NULL;
@@ -803,3 +803,5 @@ int BPF_PROG(sp_pmtu_sync, struct sock *sk, __u32 pmtu, unsigned int ret)
 		learn_kernel(sk, low, SP_PM_M_KERNEL);
 	return 0;
 }
+
+SP_SOCKOPS_MODULE(sp_pmtu, pmtu_ops)

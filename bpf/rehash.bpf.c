@@ -82,6 +82,7 @@
  */
 #include "common.bpf.h"
 #include "rttcb.bpf.h"
+#include "chain.bpf.h"
 #include <bpf/bpf_core_read.h>
 
 char LICENSE[] SEC("license") = "GPL";
@@ -1256,8 +1257,7 @@ static __always_inline struct sk_state *state_new(struct bpf_sock_ops *skops,
 	return s;
 }
 
-SEC("sockops")
-int sp_rehash(struct bpf_sock_ops *skops)
+static __always_inline int rehash_ops(struct bpf_sock_ops *skops)
 {
 	struct bpf_sock *bsk = skops->sk;
 	struct sp_rehash_conn *conn;
@@ -1390,3 +1390,5 @@ int sp_rehash(struct bpf_sock_ops *skops)
 	rtt_cb_update(skops, s);
 	return 1;
 }
+
+SP_SOCKOPS_MODULE(sp_rehash, rehash_ops)

@@ -4,7 +4,7 @@
  * The simplest stackpilot module, and the template for the others: one
  * sockops program, one config map of tunables, one per-CPU counter array.
  */
-#include "common.bpf.h"
+#include "chain.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -40,8 +40,7 @@ static __always_inline bool port_selected(const struct bpf_sock_ops *skops,
 	return sp_local_port(skops) == cfg->port || sp_remote_port(skops) == cfg->port;
 }
 
-SEC("sockops")
-int sp_tcpstats(struct bpf_sock_ops *skops)
+static __always_inline int tcpstats_ops(struct bpf_sock_ops *skops)
 {
 	struct sp_tcpstats_cfg cfg;
 	__u32 op = skops->op;
@@ -94,3 +93,5 @@ int sp_tcpstats(struct bpf_sock_ops *skops)
 	}
 	return 1;
 }
+
+SP_SOCKOPS_MODULE(sp_tcpstats, tcpstats_ops)

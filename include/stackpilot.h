@@ -454,6 +454,8 @@ struct sp_pmtu_event {
 
 #define SP_MAX_IFACES	8
 #define SP_MAX_PROGS	16
+/* Sockops modules one run can chain behind its one program (bpf/chain.bpf.h). */
+#define SP_CHAIN_SLOTS	8
 
 /* Value of the pinned "meta" map: what a running `stackpilot run` did. */
 struct sp_meta {

@@ -234,6 +234,24 @@ progs_loaded() {
 	echo $left
 }
 
+# The ids of the programs in the sockops chains of cgroup $1 (default the
+# test's): the sockops modules behind each sp_sockops attached there, read
+# from the program array the kernel has it use.
+chain_progs() {
+	local p m
+	for p in $(cgroup_progs "$@"); do
+		for m in $(bpftool prog show id "$p" -j | jq '.map_ids[]?'); do
+			[ "$(bpftool map show id "$m" -j | jq -r .type)" = prog_array ] || continue
+			# Values are ids as little-endian bytes ("0x.." each).
+			bpftool map dump id "$m" -j | jq -r '.[] | .value | if type == "array"
+				then map(ltrimstr("0x")) | reverse | join("") else "n\(.)" end' |
+				while read -r v; do
+					case $v in n*) echo "${v#n}" ;; ?*) echo $((16#$v)) ;; esac
+				done
+		done
+	done
+}
+
 # Program ids attached to cgroup $1 (default the test's; empty when none).
 # Debian's bpftool 7.1 stops with an error on 5.10 at attach types that
 # kernel does not know: there, what the cgroup has beyond its parent's.

@@ -106,12 +106,14 @@ int sp_cfg_write(const char *pin_dir, const struct sp_module *m, const void *cfg
 }
 
 /*
- * The maps a module's pins hold: every named one, not .rodata/.bss, and not
- * sp_rttcb (one per process, shared by the modules, read by no one).
+ * The maps a module's pins hold: every named one, not .rodata/.bss, not
+ * sp_rttcb (one per process, shared by the modules, read by no one), and
+ * not sp_chain (the run's, chain.c: a pin would keep its programs alive).
  */
 static bool pinned(const struct bpf_map *map)
 {
-	return !strchr(bpf_map__name(map), '.') && strcmp(bpf_map__name(map), SP_RTTCB_MAP);
+	return !strchr(bpf_map__name(map), '.') && strcmp(bpf_map__name(map), SP_RTTCB_MAP) &&
+	       strcmp(bpf_map__name(map), SP_CHAIN_MAP);
 }
 
 /* Pin every named map of a module (not .rodata/.bss) as PIN_DIR/<map name>. */
@@ -152,12 +154,12 @@ void sp_unpin_obj_maps(struct bpf_object *obj, const char *pin_dir)
 
 /*
  * The part of a module's start() that is the same for every module once its
- * skeleton is loaded: default tunables, pins, and the cgroup attach of its
- * sockops program (a link: it dies with the process).
+ * skeleton is loaded: default tunables, pins, and its sockops program into
+ * the run's chain (chain.c; the run attaches the chain once every module
+ * is in, with a link that dies with the process).
  */
 int sp_module_publish(struct sp_run *run, const struct sp_module *m,
-		      struct bpf_object *obj, struct bpf_program *sockops,
-		      struct bpf_link **link)
+		      struct bpf_object *obj, struct bpf_program *sockops)
 {
 	struct bpf_map *cfg = bpf_object__find_map_by_name(obj, m->cfg_map);
 
@@ -166,19 +168,12 @@ int sp_module_publish(struct sp_run *run, const struct sp_module *m,
 	    (run->restore && run->restore(run, m, bpf_map__fd(cfg))) ||
 	    sp_pin_obj_maps(obj, run->pin_dir))
 		return -1;
-	if (!sockops)
-		return 0;
-	*link = bpf_program__attach_cgroup(sockops, run->cgroup_fd);
-	if (!*link)
-		return sp_err("%s: attach to cgroup %s: %s", m->name, run->cgroup, strerror(errno));
-	sp_run_add_prog(run, m, sockops);
-	return 0;
+	return sockops ? sp_chain_add(run, m, sockops) : 0;
 }
 
-void sp_module_unpublish(struct sp_run *run, struct bpf_object *obj, struct bpf_link **link)
+/* The chain holds the module's sockops program until the run ends (sp_chain_stop). */
+void sp_module_unpublish(struct sp_run *run, struct bpf_object *obj)
 {
-	bpf_link__destroy(*link);
-	*link = NULL;
 	sp_unpin_obj_maps(obj, run->pin_dir);
 }
 
@@ -194,7 +189,6 @@ struct skel_head {
 /* The instance of a module that only declares .open. */
 struct skel_inst {
 	struct skel_head *skel;
-	struct bpf_link *link;
 };
 
 void *sp_module_inst(const struct sp_module *m, size_t size, void **inst)
@@ -212,12 +206,14 @@ void *sp_module_inst(const struct sp_module *m, size_t size, void **inst)
  */
 static int rttcb_fd = -1;
 
-int sp_skel_load(const struct sp_module *m, void *skel)
+int sp_skel_load(struct sp_run *run, const struct sp_module *m, void *skel)
 {
 	struct bpf_object *obj = ((struct skel_head *)skel)->obj;
 	struct bpf_map *rttcb = bpf_object__find_map_by_name(obj, SP_RTTCB_MAP);
 	int err;
 
+	if (sp_chain_join(run, m, obj))
+		return -1;
 	if (rttcb && rttcb_fd >= 0 && (err = bpf_map__reuse_fd(rttcb, rttcb_fd)))
 		return sp_err("%s: sharing %s: %s", m->name, SP_RTTCB_MAP, strerror(-err));
 	err = bpf_object__load_skeleton(((struct skel_head *)skel)->skeleton);
@@ -252,9 +248,9 @@ int sp_module_start(struct sp_run *run, const struct sp_module *m, void **inst)
 	in->skel = m->open(&opts);
 	if (!in->skel)
 		return sp_err("%s: open: %s", m->name, strerror(errno));
-	if (sp_skel_load(m, in->skel))
+	if (sp_skel_load(run, m, in->skel))
 		return -1;
-	return sp_module_publish(run, m, in->skel->obj, sockops_prog(in->skel->obj), &in->link);
+	return sp_module_publish(run, m, in->skel->obj, sockops_prog(in->skel->obj));
 }
 
 void sp_module_stop(struct sp_run *run, const struct sp_module *m, void *inst)
@@ -268,7 +264,7 @@ void sp_module_stop(struct sp_run *run, const struct sp_module *m, void *inst)
 	if (!in)
 		return;
 	if (in->skel) {
-		sp_module_unpublish(run, in->skel->obj, &in->link);
+		sp_module_unpublish(run, in->skel->obj);
 		bpf_object__destroy_skeleton(in->skel->skeleton);
 		free(in->skel);
 	}
@@ -283,7 +279,7 @@ int sp_attach_progs(struct sp_run *run, const struct sp_module *m, struct bpf_pr
 		if (!links[i])
 			return sp_err("%s: attach %s: %s", m->name, bpf_program__section_name(progs[i]),
 				      strerror(errno));
-		sp_run_add_prog(run, m, progs[i]);
+		sp_run_add_prog(run, m->name, progs[i]);
 	}
 	return 0;
 }

@@ -175,6 +175,7 @@ struct sp_run {
 	 */
 	int (*restore)(struct sp_run *run, const struct sp_module *m, int cfg_fd);
 	bool keep_pin_dir;		/* detach leaves pin_dir (it holds other runs' folders) */
+	struct sp_chain *chain;		/* its one sockops program and the modules behind it (chain.c) */
 };
 
 /* log.c: errors are log lines too, at the bottom of every layer. */
@@ -220,8 +221,8 @@ int sp_open_pinned(const char *pin_dir, const char *name);
 extern int sp_pin_errors;	/* sp_open_pinned() failures, for status's exit code */
 int sp_map_lookup_sized(int fd, const void *key, void *val, __u32 size);
 struct bpf_program;
-/* An attached program of module m, for status and metrics (its id, module and name). */
-void sp_run_add_prog(struct sp_run *run, const struct sp_module *m, const struct bpf_program *prog);
+/* An attached program of a module (or of "chain", sp_sockops), for status and metrics. */
+void sp_run_add_prog(struct sp_run *run, const char *module, const struct bpf_program *prog);
 
 /*
  * The one place a tunable's value goes into a module's config (defaults,
@@ -237,9 +238,8 @@ void sp_unpin_obj_maps(struct bpf_object *obj, const char *pin_dir);
 struct bpf_program;
 struct bpf_link;
 int sp_module_publish(struct sp_run *run, const struct sp_module *m,
-		      struct bpf_object *obj, struct bpf_program *sockops,
-		      struct bpf_link **link);
-void sp_module_unpublish(struct sp_run *run, struct bpf_object *obj, struct bpf_link **link);
+		      struct bpf_object *obj, struct bpf_program *sockops);
+void sp_module_unpublish(struct sp_run *run, struct bpf_object *obj);
 /* m's start() or the core's for a module that only declares .open; 0 or -1. */
 int sp_module_start(struct sp_run *run, const struct sp_module *m, void **inst);
 void sp_module_stop(struct sp_run *run, const struct sp_module *m, void *inst);
@@ -247,11 +247,25 @@ void sp_module_stop(struct sp_run *run, const struct sp_module *m, void *inst);
 void *sp_module_inst(const struct sp_module *m, size_t size, void **inst);
 /* The map of bpf/rttcb.bpf.h, shared by every module object of the process. */
 #define SP_RTTCB_MAP "sp_rttcb"
-/* Load an opened skeleton (its struct X_bpf *), or say why not; 0 or -1. */
-int sp_skel_load(const struct sp_module *m, void *skel);
+/* Load an opened skeleton (its struct X_bpf *) into run, or say why not; 0 or -1. */
+int sp_skel_load(struct sp_run *run, const struct sp_module *m, void *skel);
 /* Each of progs attached by its own kind (fentry, tp_btf), into links[]; 0 or -1. */
 int sp_attach_progs(struct sp_run *run, const struct sp_module *m, struct bpf_program **progs,
 		    int n, struct bpf_link **links);
+
+/*
+ * chain.c: the run's one sockops program and its modules behind it
+ * (bpf/chain.bpf.h). join: before m's object loads, if it has a sockops
+ * program (its slot, the shared map); add: its program into its slot;
+ * attach: the chain onto the cgroup, once every module started (none
+ * joined: nothing); stop: off the cgroup and gone. 0 or -1 after saying why.
+ */
+#define SP_CHAIN_MAP "sp_chain"
+struct sp_chain;
+int sp_chain_join(struct sp_run *run, const struct sp_module *m, struct bpf_object *obj);
+int sp_chain_add(struct sp_run *run, const struct sp_module *m, struct bpf_program *prog);
+int sp_chain_attach(struct sp_run *run);
+void sp_chain_stop(struct sp_run *run);
 
 /* json.c: commas are placed by the writer, never by hand. */
 struct sp_json {

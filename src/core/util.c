@@ -360,7 +360,7 @@ int sp_map_lookup_sized(int fd, const void *key, void *val, __u32 size)
 	return bpf_map_lookup_elem(fd, key, val) ? -errno : 0;
 }
 
-void sp_run_add_prog(struct sp_run *run, const struct sp_module *m, const struct bpf_program *prog)
+void sp_run_add_prog(struct sp_run *run, const char *module, const struct bpf_program *prog)
 {
 	struct bpf_prog_info info = {};
 	__u32 len = sizeof(info), n = run->nr_progs;
@@ -369,7 +369,7 @@ void sp_run_add_prog(struct sp_run *run, const struct sp_module *m, const struct
 		return;
 	run->prog_ids[n] = info.id;
 	/* The kernel keeps 15 characters of a name: sp_fragguard_expire4 and 6 would be one. */
-	snprintf(run->prog_module[n], sizeof(run->prog_module[n]), "%s", m->name);
+	snprintf(run->prog_module[n], sizeof(run->prog_module[n]), "%s", module);
 	snprintf(run->prog_name[n], sizeof(run->prog_name[n]), "%s", bpf_program__name(prog));
 	run->nr_progs++;
 }

@@ -170,6 +170,7 @@ void sp_run_detach(struct sp_run *run)
 	sp_runs_del(run);
 	sp_persist_stop(run);	/* the last save, while the modules still hold what they learned */
 	sp_targets_stop(run);
+	sp_chain_stop(run);	/* the sockops modules off the cgroup at once */
 	for (int i = sp_nr_modules - 1; i >= 0; i--) {
 		if (run->modules & (1u << i))
 			sp_module_stop(run, sp_modules[i], run->inst[i]);
@@ -191,7 +192,8 @@ int sp_run_attach(struct sp_run *run)
 			return -1;
 		}
 	}
-	if (sp_run_publish_meta(run) || sp_targets_start(run) || sp_persist_start(run)) {
+	if (sp_chain_attach(run) || sp_run_publish_meta(run) || sp_targets_start(run) ||
+	    sp_persist_start(run)) {
 		sp_run_detach(run);
 		return -1;
 	}

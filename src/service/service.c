@@ -74,7 +74,8 @@ struct inst {
  * numbers): file descriptors kept free for the rest of the run (metrics
  * connections, state files, a reload), memory left to others, and what a
  * match is taken to need before one was measured (all cgroup modules: 49
- * descriptors; 0.5 MB of our memory and 1.7 MB of the kernel's).
+ * descriptors before the sockops chain, a few more since; 0.5 MB of our
+ * memory and 1.7 MB of the kernel's).
  */
 #define FD_RESERVE 256
 #define MEM_RESERVE_KB (128 << 10)

@@ -51,7 +51,7 @@ sp_spawn "$SP" run --config "$TMP/c.conf" --interval 0 --state-dir "$TMP/state"
 : >"$TMP/appear"
 for r in $(seq "$ROUNDS"); do
 	t0=$(now); mkdir "$CG/w1"
-	until bpftool cgroup show "$CG/w1" 2>/dev/null | grep -q sp_rehash; do sleep 0.005; done
+	until bpftool cgroup show "$CG/w1" 2>/dev/null | grep -q sp_sockops; do sleep 0.005; done
 	echo "$(now) - $t0" | bc -l >>"$TMP/appear"
 	rmdir "$CG/w1"
 	while [ -e "$PIN/sp-test-$ID:w1" ]; do sleep 0.01; done

@@ -165,7 +165,8 @@ cleanup_topo() {
 
 # The per-ACK price: one clean bulk flow over a veth pair (no loss), then 2
 # lossy flows on 2 x 100 Mbit/s (prob=20), each with a fresh stackpilot:
-# sp_rehash runs and run time per MB delivered, average per run, and RTT
+# sp_sockops runs (rehash alone behind it) and run time per MB delivered,
+# average per run, and RTT
 # callbacks per MB. Then the same workload with rhfloor instead (a sockops
 # program that only asks for RTT callbacks: every ACK runs it warm): what
 # one run of any sockops program is counted here, the floor under "avg per
@@ -205,7 +206,7 @@ cost() {
 		jq -r --arg l "$label" --argjson b "$b" --argjson fb "$fb" --argjson runs "$runs" --argjson ns "$ns" '
 			(.modules.rehash | if .rtt_callbacks == null then "n/a"
 			 else "\(.rtt_callbacks) (\(.rtt_callbacks_per_mb))" end) as $cpm |
-			.programs[] | select(.name == "sp_rehash") |
+			.programs[] | select(.name == "sp_sockops") |
 			"| \($l) | \($b / 1e6 | floor) | \(.run_cnt / ($b / 1e6) * 100 | floor / 100) | \(.run_time_ns / ($b / 1e6) | floor) | \(.avg_ns | floor) | \($cpm) | \($ns / ([$runs, 1] | max) | floor) (\($runs / ($fb / 1e6) * 100 | floor / 100)) |"' \
 			"$TMP/cost.json"
 	done
@@ -303,7 +304,7 @@ make_cgroup
 if [ "${SCENARIOS:-}" = cost ]; then
 	echo "## rehash: per-ACK cost ($SECS s per flow)"
 	echo
-	echo "| workload | MB delivered | sp_rehash runs per MB | run time per MB, ns | avg per run, ns | RTT callbacks (per MB) | empty sockops program: avg per run, ns (runs per MB) |"
+	echo "| workload | MB delivered | sp_sockops (rehash) runs per MB | run time per MB, ns | avg per run, ns | RTT callbacks (per MB) | empty sockops program: avg per run, ns (runs per MB) |"
 	echo "|---|---|---|---|---|---|---|"
 	cost
 	return 0 2>/dev/null || exit 0

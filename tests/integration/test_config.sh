@@ -400,6 +400,8 @@ t_config_reload() {
 	grep -q "cgroup sp-test-$ID/latency: modules changed: attached anew" "$TMP/sp.err" || fail "no line for latency: $(tail -5 "$TMP/sp.err")"
 	[ "$(progs_of latency | tr ',' '\n' | wc -l)" = 1 ] && [ "$(progs_of latency)" != "$l" ] ||
 		fail "latency programs after its modules changed: $(progs_of latency) (were $l)"
+	# One program a run: rehash's going shows in its chain (tcpstats alone).
+	assert_eq "$(chain_progs "$CG/latency" | wc -l)" 1 "modules behind latency's sp_sockops after rehash went"
 	assert_eq "$(progs_of batch)" "$b" "batch programs after latency's modules changed"
 	conf "[cgroup sp-test-$ID/batch]" "modules = tcpstats,rehash" "rehash.prob = 50" \
 	     "[cgroup sp-test-$ID/latency]" "modules = tcpstats,rehash" "rehash.prob = 0" \

@@ -159,7 +159,9 @@ t_signal_cleanup() {
 	for sig in INT TERM HUP; do
 		sp_start --cgroup "$CG"
 		ids=$(cgroup_progs)
-		assert_eq "$(echo $ids | wc -w)" 3 "programs attached (tcpstats, rehash, pmtu): '$ids'"
+		assert_eq "$(echo $ids | wc -w)" 1 "programs attached (sp_sockops, with tcpstats, rehash, pmtu behind it): '$ids'"
+		ids+=" $(chain_progs)"
+		assert_eq "$(echo $ids | wc -w)" 4 "programs of the run (sp_sockops, tcpstats, rehash, pmtu): '$ids'"
 		[ -e "$PIN/tcpstats_cfg" ] && [ -e "$PIN/meta" ] || fail "pins missing"
 		sp_stop "$sig" || fail "exit after SIG$sig: stackpilot run exited $?; its stderr ends: $(sp_said)"
 		assert_nothing_left
@@ -339,8 +341,8 @@ t_readme_main_job() {
 	# Its own programs, by id: other sessions may load and attach theirs meanwhile.
 	ids=$("$SP" status --json | jq -r '.programs[].id')
 	[ -n "$ids" ] || fail "main job shows no programs"
-	id=$("$SP" status --json | jq -r '.programs[] | select(.name == "sp_tcpstats") | .id')
-	bpftool cgroup show "$CG2" | awk '{ print $1 }' | has -x "$id" || fail "sp_tcpstats ($id) not on the root cgroup"
+	id=$("$SP" status --json | jq -r '.programs[] | select(.name == "sp_sockops") | .id')
+	bpftool cgroup show "$CG2" | awk '{ print $1 }' | has -x "$id" || fail "sp_sockops ($id) not on the root cgroup"
 	kill -INT -- -"$sid"	# Ctrl-C: the whole foreground process group
 	wait $sess
 	for _ in $(seq 50); do pgrep -s "$sid" >/dev/null || break; sleep 0.1; done

@@ -123,9 +123,11 @@ t_kernel_pmtu_netns_inode_other_netns() {
 }
 
 # rehash's build without BPF atomics (kernels before 5.12) moves flows too;
-# it is the other build that is loaded (another program tag).
+# it is the other build that is loaded (another program tag). sp_rehash is
+# in the run's chain, behind sp_sockops (chain_progs).
 rehash_tag() {
-	bpftool prog show id "$(sp_json '.programs[] | select(.name == "sp_rehash") | .id')" -j | jq -r .tag
+	local id
+	for id in $(chain_progs); do bpftool prog show id "$id" -j | jq -r 'select(.name == "sp_rehash") | .tag'; done
 }
 t_kernel_rehash_noatomics() {
 	local tag

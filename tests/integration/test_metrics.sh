@@ -54,10 +54,10 @@ t_metrics_prometheus() {
 	promtool_clean "$TMP/p2"
 	after=$(prom_val "$TMP/p2" stackpilot_tcpstats_active_opens_total)
 	assert_eq "$((after - before))" 3 "active_opens_total increase"
-	assert_ge "$(grep '^stackpilot_bpf_program_runs_total{module="tcpstats",program="sp_tcpstats"}' "$TMP/p2" |
-		awk '{ print $NF }')" 3 "sp_tcpstats runs"
+	assert_ge "$(grep '^stackpilot_bpf_program_runs_total{module="chain",program="sp_sockops"}' "$TMP/p2" |
+		awk '{ print $NF }')" 3 "sp_sockops runs"
 	# ns become seconds: a fraction, never a count of ns.
-	grep -E '^stackpilot_bpf_program_run_seconds_total\{module="tcpstats",program="sp_tcpstats"\} [0-9]+\.[0-9]{9}$' \
+	grep -E '^stackpilot_bpf_program_run_seconds_total\{module="chain",program="sp_sockops"\} [0-9]+\.[0-9]{9}$' \
 		"$TMP/p2" >/dev/null || fail "run_seconds: $(grep run_seconds "$TMP/p2")"
 }
 
@@ -475,7 +475,7 @@ t_metrics_fleet_labels() {
 	# Programs: module and full name (the kernel's would be sp_fragguard_dr).
 	has '^stackpilot_bpf_program_runs_total{module="fragguard",program="sp_fragguard_drops"} ' "$TMP/p" ||
 		{ need_feature frag_drop_reasons; fail "programs: $(grep program_runs "$TMP/p")"; }
-	has '^stackpilot_bpf_program_runs_total{module="pmtu",program="sp_pmtu"} ' "$TMP/p" ||
+	has '^stackpilot_bpf_program_runs_total{module="chain",program="sp_sockops"} ' "$TMP/p" ||
 		fail "programs: $(grep program_runs "$TMP/p")"
 }
 

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
-# Zero steady-state cost: no sockops program runs per ACK once a connection
-# is established and its modules have what they wait for (bpf/rttcb.bpf.h),
+# Zero steady-state cost: one program run per socket event whatever the
+# modules (bpf/chain.bpf.h), and none per ACK once a connection is
+# established and its modules have what they wait for (bpf/rttcb.bpf.h),
 # counted with the kernel's own run counts (status: programs[].run_cnt), not
 # timed. fragguard is a tc filter: it runs per packet by its nature (a
 # non-fragment leaves at its first test; its cost is fgcost's, make bench).
@@ -8,9 +9,14 @@
 # runs_of NAME: the run count of program NAME in the running instance.
 runs_of() { num "$(sp_json "[.programs[] | select(.name == \"$1\") | .run_cnt] | add // 0")" "runs of $1"; }
 
-# sockops_runs: every sockops program's runs, "name=N" words, sorted.
-sockops_runs() {
-	sp_json '.programs[] | select(.name | test("^sp_(tcpstats|rehash|pmtu)$")) | "\(.name)=\(.run_cnt)"' | sort
+# sockops_runs: the runs of the run's one sockops program, which runs the
+# modules' (a tail call is no run of its own).
+sockops_runs() { runs_of sp_sockops; }
+
+# The names of the programs on $CG, a line each.
+cgroup_prog_names() {
+	local id
+	for id in $(cgroup_progs); do bpftool prog show id "$id" -j | jq -r .name; done
 }
 
 # bulk MB [RATE]: one connection from the cgroup that sends MB MiB, paced
@@ -23,38 +29,43 @@ bulk() {
 }
 bulk_field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" "$TMP/bulk"; }
 
-# For each combination of the sockops modules: the runs of one 8 MiB
-# connection, then of one 64 MiB connection paced at half the rate the
-# first one reached (below what this machine carries, a guest under
-# emulation too: no queue to overflow). Per connection a program runs a
-# fixed few times (connect, established, state changes, the first
-# learn_kb's ACKs while pmtu waits for its proof): at most per_conn,
-# whatever the size, plus a retransmission callback per segment the
-# kernel still had to retransmit; a per-ACK callback left on runs
-# thousands of times.
+# For each combination of the sockops modules: one program on the cgroup,
+# and its runs for one 8 MiB connection, then for one 64 MiB connection
+# paced at half the rate the first one reached (below what this machine
+# carries, a guest under emulation too: no queue to overflow). Per
+# connection it runs a fixed few times (connect, established, state
+# changes, the first learn_kb's ACKs while pmtu waits for its proof): at
+# most per_conn, whatever the size, plus a retransmission callback per
+# segment the kernel still had to retransmit; a per-ACK callback left on
+# runs thousands of times. Every module of the chain saw both connections
+# (tcpstats and pmtu count them; rehash counts nothing on a clean one: its
+# place in the chain is between them, or its own tests').
 t_overhead_runs_per_connection() {
-	local mods p small big one two rate retrans per_conn=32
+	local mods small big rate retrans per_conn=32 progs
 	netns_pair; make_cgroup
 	tcp_server 5201
 	for mods in tcpstats rehash pmtu tcpstats,rehash tcpstats,pmtu rehash,pmtu tcpstats,rehash,pmtu; do
 		sp_start --cgroup "$CG" --modules "$mods" --bpf-stats
+		progs=$(cgroup_prog_names | tr '\n' ' ')
+		assert_eq "$progs" "sp_sockops " "$mods: the programs on the cgroup"
+		assert_eq "$(chain_progs | wc -l)" "$(echo "${mods//,/ }" | wc -w)" "$mods: the modules behind sp_sockops"
 		bulk 8
 		small=$(sockops_runs)
 		rate=$(awk -v s="$(bulk_field secs)" 'BEGIN { r = 8 * 1048576 / s / 2; print int(r < 268435456 ? r : 268435456) }')
 		bulk 64 "$rate"
 		retrans=$(num "$(bulk_field retrans)" "retransmits of the 64 MiB connection")
 		big=$(sockops_runs)
+		case ,$mods, in *,tcpstats,*)
+			assert_eq "$(sp_num '.modules.tcpstats.active_opens')" 2 "$mods: tcpstats' connections" ;;
+		esac
+		case ,$mods, in *,pmtu,*)
+			assert_eq "$(sp_num '.modules.pmtu.connects')" 2 "$mods: pmtu's connections" ;;
+		esac
 		sp_stop || fail "$mods: stop: $(sp_said)"
-		for p in ${mods//,/ }; do
-			one=$(echo "$small" | sed -n "s/^sp_$p=//p")
-			two=$(echo "$big" | sed -n "s/^sp_$p=//p")
-			two=$(num "$two" "$mods: runs of sp_$p after two connections")
-			one=$(num "$one" "$mods: runs of sp_$p after one connection")
-			assert_le "$one" $per_conn "$mods: runs of sp_$p for one 8 MiB connection"
-			assert_le $((two - one)) $((per_conn + 2 * retrans)) \
-				"$mods: runs of sp_$p for one 64 MiB connection (8 MiB: $one; the client's $(cat "$TMP/bulk"))"
-			echo "$mods: sp_$p runs: 8 MiB $one, 64 MiB $((two - one)), $retrans retransmits" >&2
-		done
+		assert_le "$small" $per_conn "$mods: runs of sp_sockops for one 8 MiB connection"
+		assert_le $((big - small)) $((per_conn + 2 * retrans)) \
+			"$mods: runs of sp_sockops for one 64 MiB connection (8 MiB: $small; the client's $(cat "$TMP/bulk"))"
+		echo "$mods: sp_sockops runs: 8 MiB $small, 64 MiB $((big - small)), $retrans retransmits" >&2
 	done
 }
 
@@ -78,20 +89,20 @@ t_overhead_state_cb_asked() {
 		sleep 0.3	# the last close (tcp_done) can follow the client's exit
 	}
 	ov_short
-	a=$(runs_of sp_tcpstats)
+	a=$(runs_of sp_sockops)
 	assert_eq "$(sp_num '.modules.tcpstats.closed_segs_out')" 0 "closed_segs_out with closes off"
 	sp_ctl set tcpstats.closes=1 >/dev/null || fail "set tcpstats.closes=1"
 	ov_short
-	b=$(runs_of sp_tcpstats)
+	b=$(runs_of sp_sockops)
 	closed=$(sp_num '.modules.tcpstats.closed_segs_out')
-	echo "sp_tcpstats runs for $n connections: closes off $a, on $((b - a))" >&2
+	echo "sp_sockops runs for $n connections: closes off $a, on $((b - a))" >&2
 	# Each connection sends its SYN, its request and its FIN at least.
 	assert_ge "$closed" $((3 * n)) "closed_segs_out of $n connections with closes on"
 	assert_ge $((b - a)) $((a + 2 * n)) "runs for $n connections: closes on against off ($a)"
 	sp_ctl set tcpstats.closes=0 rehash.reuse=1 >/dev/null || fail "set tcpstats.closes=0 rehash.reuse=1"
 	ov_short
-	c=$(runs_of sp_tcpstats)
-	echo "sp_tcpstats runs for $n connections with rehash.reuse=1: $((c - b))" >&2
+	c=$(runs_of sp_sockops)
+	echo "sp_sockops runs for $n connections with rehash.reuse=1: $((c - b))" >&2
 	assert_ge $((c - b)) $((a + 2 * n)) "runs for $n connections: rehash.reuse on against off ($a)"
 	assert_eq "$(sp_num '.modules.tcpstats.closed_segs_out')" "$closed" \
 		"closed_segs_out after closes went off, with rehash's state callbacks"

@@ -236,16 +236,16 @@ t_rehash_clean_flow_no_rtt_cb() {
 	# module asked for its close.
 	local mb cbs=$(rh rtt_callbacks) runs
 	mb=$(num "$(jq '.end.sum_sent.bytes / 1000000 | floor' "$TMP/clean.json")" "MB iperf3 sent")
-	runs=$(sp_json '.programs[] | select(.name == "sp_rehash") | .run_cnt')
+	runs=$(sp_json '.programs[] | select(.name == "sp_sockops") | .run_cnt')
 	local def=$(rh rehash_deferred)
 	echo "clean: $mb MB, rtt callbacks $cbs, retransmissions $(rh retrans_seen), $def deferred decisions," \
-		"sp_rehash runs $runs"
+		"sp_sockops runs $runs"
 	assert_ge "$mb" 10 "MB delivered by the paced flow"
 	# RTT callbacks only while a decision waits (a stray retransmission's,
 	# deferred: a few ACKs until it is safe, or defer_rtts): none without.
 	assert_le "$cbs" $((def * 100)) "RTT callbacks of a clean flow with $def deferred decisions"
 	assert_ge $((mb * 2)) "$cbs" "RTT callbacks per 2 MB of a clean flow"
-	assert_ge $((mb * 2)) "$runs" "sp_rehash runs per 2 MB of a clean flow"
+	assert_ge $((mb * 2)) "$runs" "sp_sockops runs per 2 MB of a clean flow"
 	flow 3
 	local n=$(rh_applied)
 	mb=$(( $(rh bytes_delivered) / 1000000 ))

@@ -213,8 +213,8 @@ static int start(struct sp_run *run, void **inst)
 	bpf_program__set_autoload(skel->progs.sp_fragguard_drops, sp_has(SP_F_FRAG_REASONS));
 	bpf_program__set_autoload(skel->progs.sp_fragguard_expire4, expire_by_fentry());
 	bpf_program__set_autoload(skel->progs.sp_fragguard_expire6, expire_by_fentry());
-	if (sp_skel_load(&sp_mod_fragguard, skel) ||
-	    sp_module_publish(run, &sp_mod_fragguard, skel->obj, NULL, NULL))
+	if (sp_skel_load(run, &sp_mod_fragguard, skel) ||
+	    sp_module_publish(run, &sp_mod_fragguard, skel->obj, NULL))
 		return -1;
 	/* The first heartbeat before the first packet: a run killed before its
 	 * first tick must leave a filter that goes quiet too (never written
@@ -228,12 +228,12 @@ static int start(struct sp_run *run, void **inst)
 			return -1;
 		bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_ifs), &ifx, &in->netns, BPF_ANY);
 	}
-	sp_run_add_prog(run, &sp_mod_fragguard, skel->progs.sp_fragguard);
+	sp_run_add_prog(run, sp_mod_fragguard.name, skel->progs.sp_fragguard);
 	if (sp_has(SP_F_FRAG_REASONS)) {
 		in->drops_link = bpf_program__attach(skel->progs.sp_fragguard_drops);
 		if (!in->drops_link)
 			return sp_err("fragguard: attach tp_btf/kfree_skb: %s", strerror(errno));
-		sp_run_add_prog(run, &sp_mod_fragguard, skel->progs.sp_fragguard_drops);
+		sp_run_add_prog(run, sp_mod_fragguard.name, skel->progs.sp_fragguard_drops);
 	} else if (expire_by_fentry()) {
 		struct bpf_program *p[2] = { skel->progs.sp_fragguard_expire4, skel->progs.sp_fragguard_expire6 };
 

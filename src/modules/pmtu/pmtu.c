@@ -80,7 +80,7 @@ static void stop(struct sp_run *run, void *inst)
 	for (int i = 0; i < 3; i++)
 		bpf_link__destroy(st->klinks[i]);
 	if (st->skel)
-		sp_module_unpublish(run, st->skel->obj, &st->link);
+		sp_module_unpublish(run, st->skel->obj);
 	pmtu_bpf__destroy(st->skel);
 	free(st);
 }
@@ -113,8 +113,8 @@ static int start(struct sp_run *run, void **inst)
 		bpf_program__set_autoload(st->skel->progs.sp_pmtu_icmp6, false);
 		bpf_program__set_autoload(st->skel->progs.sp_pmtu_sync, false);
 	}
-	if (sp_skel_load(&sp_mod_pmtu, st->skel) || pmtu_search_start(st) ||
-	    sp_module_publish(run, &sp_mod_pmtu, st->skel->obj, st->skel->progs.sp_pmtu, &st->link))
+	if (sp_skel_load(run, &sp_mod_pmtu, st->skel) || pmtu_search_start(st) ||
+	    sp_module_publish(run, &sp_mod_pmtu, st->skel->obj, st->skel->progs.sp_pmtu))
 		return -1;
 	if (sp_has(SP_F_FENTRY_SK)) {
 		struct bpf_program *kp[] = { st->skel->progs.sp_pmtu_icmp4, st->skel->progs.sp_pmtu_icmp6,

@@ -40,7 +40,6 @@ struct pmtu_route { struct sp_pmtu_key key; __u32 dst[4]; int family; __u32 mtu,
 /* One instance of the module: what start() allocates and stop() frees. */
 struct pmtu_state {
 	struct pmtu_bpf *skel;
-	struct bpf_link *link;
 	struct bpf_link *klinks[3];	/* fentry kernels: the fexit programs */
 	struct ring_buffer *rb;
 	__u64 netns;		/* sp_netns_id() of the namespace probes leave from */
