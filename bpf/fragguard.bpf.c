@@ -86,6 +86,9 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* The namespace of the --iface devices (sp_netns_id()), set before load. */
 const volatile __u64 fg_netns = 0;
+/* The kernel has bpf_cast_to_kern_ctx (SP_F_KERN_CTX), set before load. */
+const volatile bool fg_kern_ctx = false;
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym __weak;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -155,15 +158,71 @@ struct dgram {
 	struct sp_fg_peer_key peer;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	/* Not an LRU: an eviction would lose a datagram's charge. Allocated
-	 * on use; when full, new datagrams pass untracked. */
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, SP_FG_DGRAMS);
-	__type(key, struct dgram_key);
-	__type(value, struct dgram);
-} fragguard_dgram SEC(".maps");
+/*
+ * Datagrams in progress, one map per family. Not an LRU: an eviction would
+ * lose a datagram's charge. Allocated on use; when full, new datagrams pass
+ * untracked. IPv4's has the kernel's IPv4 key, 12 bytes where dgram_key has
+ * 44: every fragment looks its datagram up, and once the bucket is cached
+ * hashing and comparing the key is much of a lookup (docs/bench/fragguard.md).
+ */
+struct dgram_key4 {
+	__u32 saddr, daddr;
+	__u16 id;
+	__u8 proto, pad;
+};
+
+#define DGRAM_MAP(name, key_type)			\
+	struct {						\
+		__uint(type, BPF_MAP_TYPE_HASH);		\
+		__uint(map_flags, BPF_F_NO_PREALLOC);		\
+		__uint(max_entries, SP_FG_DGRAMS);		\
+		__type(key, key_type);				\
+		__type(value, struct dgram);			\
+	} name SEC(".maps")
+
+DGRAM_MAP(fragguard_dgram4, struct dgram_key4);
+DGRAM_MAP(fragguard_dgram6, struct dgram_key);
+
+static __always_inline void key4(const struct dgram_key *k, struct dgram_key4 *k4)
+{
+	k4->saddr = k->saddr[0];
+	k4->daddr = k->daddr[0];
+	k4->id = k->id;
+	k4->proto = k->proto;
+	k4->pad = 0;
+}
+
+static __always_inline struct dgram *dgram_get(const struct dgram_key *k)
+{
+	struct dgram_key4 k4;
+
+	if (k->family != 2)
+		return bpf_map_lookup_elem(&fragguard_dgram6, k);
+	key4(k, &k4);
+	return bpf_map_lookup_elem(&fragguard_dgram4, &k4);
+}
+
+static __always_inline long dgram_new(const struct dgram_key *k, const struct dgram *d)
+{
+	struct dgram_key4 k4;
+
+	if (k->family != 2)
+		return bpf_map_update_elem(&fragguard_dgram6, k, d, BPF_NOEXIST);
+	key4(k, &k4);
+	return bpf_map_update_elem(&fragguard_dgram4, &k4, d, BPF_NOEXIST);
+}
+
+static __always_inline void dgram_del(const struct dgram_key *k)
+{
+	struct dgram_key4 k4;
+
+	if (k->family != 2) {
+		bpf_map_delete_elem(&fragguard_dgram6, k);
+		return;
+	}
+	key4(k, &k4);
+	bpf_map_delete_elem(&fragguard_dgram4, &k4);
+}
 
 struct bits {
 	__u64 cov[WORDS];	/* 8-byte units queued */
@@ -697,7 +756,7 @@ static __always_inline void release(struct dgram *d, const struct dgram_key *k, 
 			__sync_fetch_and_add(&p->discarded, 1);
 		}
 	}
-	bpf_map_delete_elem(&fragguard_dgram, k);
+	dgram_del(k);
 }
 
 /* ---- runs: inet_frag_queue_insert -------------------------------------- */
@@ -965,15 +1024,29 @@ static __always_inline int queue(struct dgram *d, const struct frag *f, __u32 tr
 
 /* ---- the policy --------------------------------------------------------- */
 
-/* base * (cap - used) / cap, 0 once used reaches cap (no signed division in BPF). */
-static __always_inline __u64 share_of(__u64 base_ms, __s64 used, __u64 cap)
+/*
+ * Whether age is within base * (cap - used) / cap (nothing once used reaches
+ * cap). Without a division: a later fragment asks this every time, and a
+ * 64-bit divide is the dearest instruction it would run. Compared in units
+ * of 2^20 ns (about a millisecond; the ages have a tick's resolution), capped
+ * so that the products fit 64 bits whatever was written into the maps.
+ */
+static __always_inline bool within_share(__u64 age, __u64 base, __s64 used, __u64 cap)
 {
-	__u64 left;
+	__u64 a = age >> 20, b = base >> 20, left;
 
 	if (!cap || used >= (__s64)cap)
-		return 0;
+		return !age;
 	left = cap - (used < 0 ? 0 : used);
-	return base_ms * ((left << 10) / cap) >> 10;
+	if (cap >> 38) {
+		cap >>= 26;
+		left >>= 26;
+	}
+	if (a > 1U << 24)
+		a = 1U << 24;
+	if (b > 1U << 24)
+		b = 1U << 24;
+	return a * cap <= b * left;
 }
 
 /*
@@ -986,15 +1059,14 @@ static __always_inline __u64 share_of(__u64 base_ms, __s64 used, __u64 cap)
 static __always_inline bool too_old(__u64 age, const struct sp_fg_peer *p, struct cfg *c,
 				    const struct sp_fg_global *g)
 {
-	__u64 base_ms = time_of(g) / 1000000, t;
+	__u64 base = time_of(g);
 
 	/* The namespace's term first: it needs no peer, and decides alone
 	 * for any datagram younger than it (nearly all). */
-	t = g && g->high_thresh ? share_of(base_ms, g->mem, g->high_thresh) : base_ms;
-	if (age <= t * 1000000)
+	if (!g || !g->high_thresh ? age <= base : within_share(age, base, g->mem, g->high_thresh))
 		return false;
 	read_cfg(c);
-	return age > share_of(base_ms, p ? p->mem : 0, c->peer_limit) * 1000000;
+	return !within_share(age, base, p ? p->mem : 0, c->peer_limit);
 }
 
 static __always_inline int refuse(const struct cfg *c, __u32 why, struct sp_fg_peer *p)
@@ -1086,7 +1158,7 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 		return TC_PASS;
 	}
 	d.mem = qsize + queued;
-	if (bpf_map_update_elem(&fragguard_dgram, &f->key, &d, BPF_NOEXIST)) {
+	if (dgram_new(&f->key, &d)) {
 		sp_count(&fragguard_ctr, SP_FG_UNTRACKED, 1);
 		return TC_PASS;
 	}
@@ -1097,7 +1169,7 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 	return TC_PASS;
 }
 
-static int expire_one(void *map, struct dgram_key *k, struct dgram *d, __u32 *gen)
+static __always_inline int expire_one(const struct dgram_key *k, struct dgram *d, __u32 *gen)
 {
 	__u64 now = fg_now();
 	int fam = k->family == 2 ? 0 : 1;
@@ -1126,6 +1198,20 @@ static int expire_one(void *map, struct dgram_key *k, struct dgram *d, __u32 *ge
 	return 0;
 }
 
+static int expire4(void *map, const struct dgram_key4 *k4, struct dgram *d, __u32 *gen)
+{
+	struct dgram_key k = { .family = 2, .id = k4->id, .proto = k4->proto };
+
+	k.saddr[0] = k4->saddr;
+	k.daddr[0] = k4->daddr;
+	return expire_one(&k, d, gen);
+}
+
+static int expire6(void *map, const struct dgram_key *k, struct dgram *d, __u32 *gen)
+{
+	return expire_one(k, d, gen);
+}
+
 static int forget_idle(void *map, struct sp_fg_peer_key *k, struct sp_fg_peer *p, void *ctx)
 {
 	if (fg_now() - p->last_ns > SP_FG_KNOWN_IDLE_S * 1000000000ULL && p->mem <= 0)
@@ -1148,7 +1234,8 @@ static int sweep(void *map, int *key, struct fg_state *st)
 		a->active_peers = 0;
 		a->known_active = 0;
 		a->dgrams = 0;
-		bpf_for_each_map_elem(&fragguard_dgram, expire_one, &gen, 0);
+		bpf_for_each_map_elem(&fragguard_dgram4, expire4, &gen, 0);
+		bpf_for_each_map_elem(&fragguard_dgram6, expire6, &gen, 0);
 		a->gen = gen;
 	}
 	if (!(++st->sweeps % 16))
@@ -1167,6 +1254,34 @@ static __always_inline void arm_sweeper(void)
 	bpf_timer_init(&st->timer, &fragguard_state, 1 /* CLOCK_MONOTONIC */);
 	bpf_timer_set_callback(&st->timer, sweep);
 	bpf_timer_start(&st->timer, 250 * 1000000ULL, 0);
+}
+
+/*
+ * What the kernel will charge for this fragment: its sk_buff's truesize. A
+ * tc program's ctx is the sk_buff itself; where the kernel hands it over as
+ * its own type (bpf_cast_to_kern_ctx, 6.2: fg_kern_ctx, set by the loader)
+ * it is a load, elsewhere a probe read (a helper call).
+ */
+static __always_inline __u32 skb_truesize(struct __sk_buff *skb)
+{
+	__u32 t, len;
+
+	/* Each value pinned in its branch (barrier_var): merged into one
+	 * load from a chosen pointer (the kernel's sk_buff, the stack, the
+	 * ctx), the verifier refuses the instruction (6.1: "same insn cannot
+	 * be used with different pointers"). */
+	if (fg_kern_ctx) {
+		t = ((struct sk_buff *)bpf_cast_to_kern_ctx(skb))->truesize;
+		barrier_var(t);
+		return t;
+	}
+	len = skb->len;
+	barrier_var(len);
+	if (bpf_probe_read_kernel(&t, sizeof(t),
+				  (void *)skb + bpf_core_field_offset(struct sk_buff, truesize)))
+		return len;
+	barrier_var(t);
+	return t;
 }
 
 SEC("tc")
@@ -1199,14 +1314,10 @@ int sp_fragguard(struct __sk_buff *skb)
 		sp_count(&fragguard_ctr, SP_FG_ORPHANED, 1);
 		return TC_PASS;
 	}
-	/* What the kernel will charge for this fragment. A tc program's ctx is
-	 * the sk_buff itself: read from it (bpf_cast_to_kern_ctx would be 6.2+). */
-	if (bpf_probe_read_kernel(&truesize, sizeof(truesize),
-				  (void *)skb + bpf_core_field_offset(struct sk_buff, truesize)))
-		truesize = skb->len;
+	truesize = skb_truesize(skb);
 	qsize = fam ? bpf_core_type_size(struct frag_queue) : bpf_core_type_size(struct ipq);
 
-	d = bpf_map_lookup_elem(&fragguard_dgram, &f.key);
+	d = dgram_get(&f.key);
 	if (!d || since(now, d->first_ns) > expired_after(g)) {
 		struct sp_fg_agg *a = agg();
 		__u64 *t = a && now - a->last_refusal_ns < 1000000000ULL ?
@@ -1354,7 +1465,7 @@ int BPF_PROG(sp_fragguard_drops, struct sk_buff *skb, void *location, enum skb_d
 	}
 	if (skb_key(skb, &k))
 		return 0;
-	d = bpf_map_lookup_elem(&fragguard_dgram, &k);
+	d = dgram_get(&k);
 	if (!d)
 		return 0;
 	sp_count(&fragguard_ctr, idx, 1);
@@ -1381,7 +1492,7 @@ int BPF_PROG(sp_fragguard_drops, struct sk_buff *skb, void *location, enum skb_d
  * entry, that datagram was expired here and delivered by the kernel (seen
  * in the 6.1 VM, where sending one datagram at MTU 68 takes about
  * ipfrag_time). By the exit a completed datagram is gone from
- * fragguard_dgram (tc ingress saw its last fragment first), so one still
+ * the datagram map (tc ingress saw its last fragment first), so one still
  * there was expired. The queue is not freed before an RCU grace period,
  * which cannot end while this softirq runs.
  */
@@ -1408,7 +1519,7 @@ static __always_inline void kernel_expired(struct timer_list *t, int fam)
 		BPF_CORE_READ_INTO(&k.saddr, fq, key.v6.saddr);
 		BPF_CORE_READ_INTO(&k.daddr, fq, key.v6.daddr);
 	}
-	d = bpf_map_lookup_elem(&fragguard_dgram, &k);
+	d = dgram_get(&k);
 	if (!d)
 		return;
 	sp_count(&fragguard_ctr, SP_FG_K_TIMEOUT, 1);

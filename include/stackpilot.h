@@ -284,7 +284,7 @@ struct sp_fg_agg {
 	__u64 last_refusal_ns;	/* the refused map is looked up only within 1 s of it */
 };
 
-#define SP_FG_DGRAMS	65536	/* datagrams in progress (hash, allocated on use) */
+#define SP_FG_DGRAMS	65536	/* datagrams in progress, each family (hash, allocated on use) */
 #define SP_FG_BITS	4096	/* datagrams with more than SP_FG_RUNS runs: 2 KiB run bitmaps */
 #define SP_FG_RUNS	4	/* runs kept inline per datagram */
 #define SP_FG_PEERS	16384	/* peers not yet known (LRU) */

@@ -58,6 +58,8 @@ const struct sp_feat_desc sp_feat_desc[SP_F_NR] = {
 	[SP_F_ATOMICS] = { "atomics", "BPF atomic fetch and compare-and-exchange", "5.12" },
 	[SP_F_TXREHASH] = { "so_txrehash", "the SO_TXREHASH socket option", "5.18" },
 	[SP_F_MAXSEG] = { "sockops_maxseg", "TCP_MAXSEG through bpf_setsockopt() in sockops programs", "6.1" },
+	[SP_F_KERN_CTX] = { "kern_ctx", "bpf_cast_to_kern_ctx(): a program's context as the kernel's struct", "6.2" },
+	[SP_F_WEAK_KFUNC] = { "weak_kfunc", "weak kfuncs (a call to a kernel function it lacks, in code never run)", "5.18" },
 };
 
 static bool probed, usable, maxseg_probed;
@@ -118,6 +120,34 @@ static bool atomics_ok(void)
 		INSN(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_1, 0, 0, 1),
 		INSN(BPF_STX | BPF_ATOMIC | BPF_DW, BPF_REG_10, BPF_REG_1, -8, BPF_ADD | BPF_FETCH),
 		R0_EXIT,
+	};
+
+	return load_ok(BPF_PROG_TYPE_SCHED_CLS, insns, sizeof(insns) / sizeof(insns[0]));
+}
+
+/* bpf_cast_to_kern_ctx(ctx) in a tc program: the kfunc of that BTF id
+ * exists and tc programs may call it. */
+static bool kern_ctx_ok(int btf_id)
+{
+	const struct bpf_insn insns[] = {
+		INSN(BPF_JMP | BPF_CALL, 0, BPF_PSEUDO_KFUNC_CALL, 0, btf_id),
+		R0_EXIT,
+	};
+
+	return btf_id > 0 && load_ok(BPF_PROG_TYPE_SCHED_CLS, insns, sizeof(insns) / sizeof(insns[0]));
+}
+
+/* A call to a kfunc libbpf left unresolved (a weak one the kernel lacks:
+ * BTF id 0) on a branch never taken: from 5.18 the verifier drops it as
+ * dead code; 5.13 to 5.17 check every kfunc call first and refuse the
+ * program; before 5.13 a call never reached is never looked at. */
+static bool weak_kfunc_ok(void)
+{
+	const struct bpf_insn insns[] = {
+		INSN(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 0),
+		INSN(BPF_JMP | BPF_JEQ | BPF_K, BPF_REG_0, 0, 1, 0),
+		INSN(BPF_JMP | BPF_CALL, 0, BPF_PSEUDO_KFUNC_CALL, 0, 0),
+		INSN(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),
 	};
 
 	return load_ok(BPF_PROG_TYPE_SCHED_CLS, insns, sizeof(insns) / sizeof(insns[0]));
@@ -355,6 +385,8 @@ int sp_probe(const char *btf_path)
 	}
 	has[SP_F_ATOMICS] = atomics_ok();
 	has[SP_F_TXREHASH] = sockopt_ok(SOL_SOCKET, SO_TXREHASH);
+	has[SP_F_KERN_CTX] = kern_ctx_ok(btf_id(btf, "bpf_cast_to_kern_ctx", BTF_KIND_FUNC));
+	has[SP_F_WEAK_KFUNC] = weak_kfunc_ok();
 	btf__free(btf);
 	libbpf_set_print(print);
 

@@ -31,6 +31,8 @@ enum sp_feat {
 	SP_F_ATOMICS,		/* BPF atomics beyond a plain add: fetch, compare-and-exchange */
 	SP_F_TXREHASH,		/* SO_TXREHASH */
 	SP_F_MAXSEG,		/* TCP_MAXSEG through bpf_setsockopt() in sockops (probed at first ask) */
+	SP_F_KERN_CTX,		/* bpf_cast_to_kern_ctx(): a program's ctx as the kernel's own struct */
+	SP_F_WEAK_KFUNC,	/* a call to a kfunc the kernel lacks (weak, unresolved) in code never run */
 	SP_F_NR
 };
 

@@ -142,6 +142,14 @@ t_kernel_rehash_noatomics() {
 	[ -n "$tag" ] && [ "$(rehash_tag)" != "$tag" ] || fail "the same program ($tag) with and without atomics"
 }
 
+# Without bpf_cast_to_kern_ctx (before 6.2) fragguard reads a fragment's
+# truesize with a probe read: what it charges still matches the kernel.
+t_kernel_fragguard_probe_read() {
+	export SP_PROBE_OFF=kern_ctx
+	assert_eq "$(probe_json .features.kern_ctx)" false "kern_ctx with SP_PROBE_OFF=kern_ctx"
+	t_fragguard_estimate_calibrated
+}
+
 # clsact instead of tcx, the sweep instead of the kernel's expiry drops.
 t_kernel_fragguard_clsact_sweep() {
 	export SP_PROBE_OFF=tcx,frag_drop_reasons,fentry

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "stackpilot.h"
 #include "fragguard.skel.h"
@@ -57,8 +58,10 @@ static void reset(void)
 		bpf_map_delete_elem(bpf_map__fd(skel->maps.fragguard_peers), &pk);
 	while (!bpf_map_get_next_key(bpf_map__fd(skel->maps.fragguard_known), NULL, &pk))
 		bpf_map_delete_elem(bpf_map__fd(skel->maps.fragguard_known), &pk);
-	while (!bpf_map_get_next_key(bpf_map__fd(skel->maps.fragguard_dgram), NULL, dk))
-		bpf_map_delete_elem(bpf_map__fd(skel->maps.fragguard_dgram), dk);
+	while (!bpf_map_get_next_key(bpf_map__fd(skel->maps.fragguard_dgram4), NULL, dk))
+		bpf_map_delete_elem(bpf_map__fd(skel->maps.fragguard_dgram4), dk);
+	while (!bpf_map_get_next_key(bpf_map__fd(skel->maps.fragguard_dgram6), NULL, dk))
+		bpf_map_delete_elem(bpf_map__fd(skel->maps.fragguard_dgram6), dk);
 	while (!bpf_map_get_next_key(bpf_map__fd(skel->maps.fragguard_bits), NULL, dk))
 		bpf_map_delete_elem(bpf_map__fd(skel->maps.fragguard_bits), dk);
 	while (!bpf_map_get_next_key(bpf_map__fd(skel->maps.fragguard_refused), NULL, dk))
@@ -424,6 +427,44 @@ static void test_admission(void)
 	set_global(0, 0, 4 << 20, 30ULL * 1000000000);
 	n = mk4(pkt, "10.0.4.1", 1, 2960, 1480, 1, 0);
 	CHECK_EQ("age_limit_relaxes_when_memory_frees", run(pkt, n), TC_ACT_OK);
+
+	/* The namespace's term alone (the peer at its limit has none): half
+	 * full, ipfrag_time 1 s, a datagram may grow until it is 500 ms old.
+	 * At a 4 MiB high_thresh and at 1 PiB (the products scaled down
+	 * to fit 64 bits). Ages of 300 and 700 ms: 200 ms either side of
+	 * the edge, under the expiry (1.125 s). */
+	for (int big = 0; big < 2; big++) {
+		__u64 high = big ? 1ULL << 50 : 4 << 20;
+		struct sp_fg_peer_key k = { .family = AF_INET };
+		struct sp_fg_peer v;
+		int fd = bpf_map__fd(skel->maps.fragguard_peers);
+		__u64 t0;
+
+		reset();
+		set_cfg(32, 64, 16, 100, 100, 1);
+		set_global(0, 0, high, 1000000000ULL);
+		n = mk4(pkt, "10.0.4.2", 7, 0, 1480, 1, 0);
+		t0 = mono_ns();
+		run(pkt, n);
+		inet_pton(AF_INET, "10.0.4.2", &k.addr[0]);
+		bpf_map_lookup_elem(fd, &k, &v);
+		v.mem = 16 * 1024;
+		bpf_map_update_elem(fd, &k, &v, BPF_EXIST);
+		set_global(0, high / 2, high, 1000000000ULL);
+		while (mono_ns() - t0 < 300 * 1000000ULL)
+			usleep(10 * 1000);
+		n = mk4(pkt, "10.0.4.2", 7, 1480, 1480, 1, 0);
+		rc = run(pkt, n);
+		check_note("age %llu ms", (unsigned long long)(mono_ns() - t0) / 1000000);
+		CHECK(check_name("age_limit_namespace_share_young/%s", big ? "1PiB" : "4MiB"),
+		      EQ(rc, TC_ACT_OK) && EQ(ctr(SP_FG_REF_AGE), 0));
+		while (mono_ns() - t0 < 700 * 1000000ULL)
+			usleep(10 * 1000);
+		n = mk4(pkt, "10.0.4.2", 7, 2960, 1480, 1, 0);
+		rc = run(pkt, n);
+		CHECK(check_name("age_limit_namespace_share_old/%s", big ? "1PiB" : "4MiB"),
+		      EQ(rc, TC_ACT_SHOT) && EQ(ctr(SP_FG_REF_AGE), 1));
+	}
 
 	/* Expiry: with ipfrag_time 50 ms, a datagram is released by the sweeper. */
 	reset();
@@ -810,6 +851,17 @@ static void test_review(void)
 	set_cfg(32, 64, 1024, 50, 50, 1);
 }
 
+/* The kernel's BTF has bpf_cast_to_kern_ctx (the loader's probe also loads a call to it). */
+static bool has_kern_ctx(void)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+	bool has = !libbpf_get_error(btf) && btf__find_by_name_kind(btf, "bpf_cast_to_kern_ctx",
+								   BTF_KIND_FUNC) > 0;
+
+	btf__free(btf);
+	return has;
+}
+
 int main(void)
 {
 	int err;
@@ -820,15 +872,31 @@ int main(void)
 		printf("SKIP fragguard/all: this kernel has no bpf_loop() (Linux 5.17), and the loader refuses fragguard without it\n");
 		return 0;
 	}
-	skel = fragguard_bpf__open();
-	/* The tc program alone: the kernel's drops and expiry (tp_btf, fentry)
-	 * are for the loader to choose per kernel (src/modules/fragguard/fragguard.c). */
-	if (skel) {
-		bpf_program__set_autoload(skel->progs.sp_fragguard_drops, false);
-		bpf_program__set_autoload(skel->progs.sp_fragguard_expire4, false);
-		bpf_program__set_autoload(skel->progs.sp_fragguard_expire6, false);
+	/* The truesize read the loader would choose: bpf_cast_to_kern_ctx where
+	 * the kernel has it (6.2), else the probe read (the 6.1 VM runs this). */
+	for (int kern_ctx = 1; kern_ctx >= 0; kern_ctx--) {
+		skel = fragguard_bpf__open();
+		/* The tc program alone: the kernel's drops and expiry (tp_btf, fentry)
+		 * are for the loader to choose per kernel (src/modules/fragguard/fragguard.c). */
+		if (skel) {
+			bpf_program__set_autoload(skel->progs.sp_fragguard_drops, false);
+			bpf_program__set_autoload(skel->progs.sp_fragguard_expire4, false);
+			bpf_program__set_autoload(skel->progs.sp_fragguard_expire6, false);
+			skel->rodata->fg_kern_ctx = kern_ctx;
+		}
+		if (skel && !(err = fragguard_bpf__load(skel))) {
+			printf("# truesize read: %s\n", kern_ctx ? "bpf_cast_to_kern_ctx" : "probe read");
+			break;
+		}
+		/* The kernel has the kfunc, so the loader would choose this: it must load. */
+		if (kern_ctx && has_kern_ctx()) {
+			printf("FAIL fragguard/load_kern_ctx: %s\n", strerror(errno));
+			return 1;
+		}
+		fragguard_bpf__destroy(skel);
+		skel = NULL;
 	}
-	if (!skel || (err = fragguard_bpf__load(skel))) {
+	if (!skel) {
 		printf("FAIL fragguard/load: %s\n", strerror(errno));
 		return 1;
 	}

@@ -208,6 +208,7 @@ static int start(struct sp_run *run, void **inst)
 	bpf_program__set_expected_attach_type(skel->progs.sp_fragguard, BPF_TCX_INGRESS);
 	skel->rodata->sp_netns_by_ino = !sp_has(SP_F_NETNS_COOKIE);
 	skel->rodata->fg_netns = in->netns;
+	skel->rodata->fg_kern_ctx = sp_has(SP_F_KERN_CTX);
 	/* The kernel's own expiry: its drop reasons, else fentry on its timers,
 	 * else only the sweep (fit() below says what each costs). */
 	bpf_program__set_autoload(skel->progs.sp_fragguard_drops, sp_has(SP_F_FRAG_REASONS));
@@ -244,7 +245,7 @@ static int start(struct sp_run *run, void **inst)
 
 /* What this kernel lets fragguard do (stackpilot probe). The newest need first:
  * a refusal then names the kernel that has them all. */
-static const enum sp_feat needs[] = { SP_F_LOOP, SP_F_TIMER, SP_F_FOR_EACH };
+static const enum sp_feat needs[] = { SP_F_WEAK_KFUNC, SP_F_LOOP, SP_F_TIMER, SP_F_FOR_EACH };
 static const struct sp_choice choices[] = {
 	{ "attach", SP_F_TCX, "tcx", "clsact",
 	  "a run killed with SIGKILL leaves its filter attached until the next start "
