@@ -150,7 +150,7 @@ echo "| (5) victim, completing spoofers + flood, IPv6 / alone | $(ratio "$(v "s5
 echo
 echo "sp_fragguard cost (bpf_stats run time / runs, includes the stats' own overhead): $(v nsfrag) ns per fragment (case 1'), $(v nsplain) ns per non-fragment (a TCP stream through the same interface)."
 echo
-echo "stackpilot's maps after the spoofed flood: $(cat "$TMP/peers") peers tracked (LRU of 16384), $(cat "$TMP/memlock") bytes of map memory as bpftool reports it (for the maps allocated on use, 65536 datagrams and 4096 run bitmaps, their most)."
+echo "stackpilot's maps after the spoofed flood: $(cat "$TMP/peers") peers tracked (LRU of 16384), $(cat "$TMP/memlock") bytes of map memory as bpftool reports it (for the maps allocated on use, 65536 datagrams a family and 4096 run bitmaps, their most)."
 
 # The program's own cost without a network (BPF_PROG_TEST_RUN), this version
 # beside v1 (fragguard as of commit 3aa5433, built from git history) and an
@@ -181,4 +181,21 @@ for r in $(seq 3 $((rows + 2))); do
 	name=$(sed -n "${r}p" "$TMP/cost1" | cut -d'|' -f2)
 	med() { for i in 1 2 3; do sed -n "${r}p" "$TMP/cost$i" | cut -d'|' -f"$1"; done | sort -g | sed -n 2p; }
 	echo "|$name| $(med 3) | $(med 4) |$(sed -n "${r}p" "$TMP/cost2" | cut -d'|' -f5)|"
+done | sed "s|$TMP/v1/||; s|$ROOT/build/||; s|$BUILD/||"
+echo
+echo "The same frames received back to back (\`fgcost -i\`: through a veth pair, 64 a sendmmsg() from one CPU, no system call between two fragments, as in a driver's poll; the kernel's run-time stats; medians of 3):"
+echo
+# One system call a fragment (above) starts each with cold caches and, where
+# page-table isolation runs without PCID, a cold TLB; a driver's poll does not.
+mk_netns "sp-$ID-fgc"
+ip -n "sp-$ID-fgc" link add name fgc-s type veth peer name fgc-r || fail "veth fgc-s"
+ip -n "sp-$ID-fgc" link set fgc-s up; ip -n "sp-$ID-fgc" link set fgc-r up
+ip -n "sp-$ID-fgc" addr add 10.9.0.1/24 dev fgc-r
+for i in 1 2 3; do ip netns exec "sp-$ID-fgc" "$SP_BUILD/fgcost" -i fgc-s,fgc-r "${objs[@]}" >"$TMP/batch$i"; done
+head -2 "$TMP/batch1"
+rows=$(($(wc -l <"$TMP/batch1") - 2))
+for r in $(seq 3 $((rows + 2))); do
+	name=$(sed -n "${r}p" "$TMP/batch1" | cut -d'|' -f2)
+	med() { for i in 1 2 3; do sed -n "${r}p" "$TMP/batch$i" | cut -d'|' -f"$1"; done | sort -g | sed -n 2p; }
+	echo "|$name| $(med 3) | $(med 4) |"
 done | sed "s|$TMP/v1/||; s|$ROOT/build/||; s|$BUILD/||"
