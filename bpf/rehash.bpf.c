@@ -1282,6 +1282,10 @@ static __always_inline int rehash_ops(struct bpf_sock_ops *skops)
 #endif
 		sp_cb_flags_or(skops, BPF_SOCK_OPS_RETRANS_CB_FLAG | BPF_SOCK_OPS_RTO_CB_FLAG |
 				      (c.reuse ? BPF_SOCK_OPS_STATE_CB_FLAG : 0));
+		/* A clean connection's establishment reads no clock: with
+		 * the defaults it ends here. */
+		if (!c.reuse && lazy_state(&c))
+			return 1;
 		now = bpf_ktime_get_ns();
 		if (c.reuse)
 			start_on_good(skops, &c, now);
