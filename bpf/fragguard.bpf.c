@@ -365,9 +365,13 @@ static __always_inline struct sp_fg_global *global(int fam)
 	return bpf_map_lookup_elem(&fragguard_glob, &k);
 }
 
+/* ipfrag_time: the sysctl's int seconds are under 2^61 ns; a larger value
+ * (bpftool) is capped there, so that expired_after() cannot wrap. */
 static __always_inline __u64 time_of(const struct sp_fg_global *g)
 {
-	return g && g->time_ns ? g->time_ns : 30ULL * 1000000000;
+	__u64 t = g && g->time_ns ? g->time_ns : 30ULL * 1000000000;
+
+	return t > 1ULL << 61 ? 1ULL << 61 : t;
 }
 
 /*
@@ -1050,6 +1054,16 @@ static __always_inline bool within_share(__u64 age, __u64 base, __s64 used, __u6
 }
 
 /*
+ * ipfrag_high_thresh and the memory, for products with a percentage: the
+ * sysctl takes any long (set huge: "no limit"), and 2^62 * 64 is 0 in 64
+ * bits. Past 1 PiB, which no reassembly reaches, both read as 1 PiB.
+ */
+static __always_inline __u64 big_capped(__u64 v)
+{
+	return v > 1ULL << 50 ? 1ULL << 50 : v;
+}
+
+/*
  * The seed's rule: max(base*(limit - peer)/limit, base*(high - mem)/high),
  * base = ipfrag_time. 0 when both the peer and the namespace are full.
  * The tunables are read into c only past the namespace's term (most
@@ -1091,6 +1105,7 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 	struct dgram d = {};
 	bool known = true, loaded;
 	__u32 why = 0, queued = 0;
+	__u64 high;
 	__s64 pmem;
 	int act;
 
@@ -1109,7 +1124,8 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 	}
 	p->last_ns = now;
 	pmem = p->mem;
-	loaded = g && g->high_thresh && g->mem * 100 > g->high_thresh * c->load_pct;
+	high = g ? big_capped(g->high_thresh) : 0;
+	loaded = high && big_capped(g->mem) * 100 > high * c->load_pct;
 	/*
 	 * A known peer is held to its limit and to a fair share only under
 	 * load. Its charge may have been run up by anyone spoofing its
@@ -1123,11 +1139,11 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 	} else if (known && loaded) {
 		__u32 active = a && a->known_active ? a->known_active : 1;
 
-		if (pmem > 0 && (__u64)pmem > g->high_thresh * (100 - c->unknown_pct) / 100 / active)
+		if (pmem > 0 && (__u64)pmem > high * (100 - c->unknown_pct) / 100 / active)
 			why = SP_FG_REF_SHARE;
 	}
-	if (!why && !known && a && g && g->high_thresh &&
-	    a->unknown_mem[fam & 1] + truesize + qsize > g->high_thresh * c->unknown_pct / 100)
+	if (!why && !known && a && high &&
+	    a->unknown_mem[fam & 1] + truesize + qsize > high * c->unknown_pct / 100)
 		why = SP_FG_REF_UNKNOWN;
 #ifdef SP_MUTANT_FG_ADMIT_ALL	/* make mutants: every first fragment admitted */
 	why = 0;

@@ -43,6 +43,7 @@ static __u64 ctr(int idx)
 }
 
 static void set_global(int fam, __u64 mem, __u64 high, __u64 time_ns);
+static int send_dgram(int v6, const char *src, __u32 id, __u32 size, __u32 fsz, int shuffle);
 
 static void reset(void)
 {
@@ -517,6 +518,39 @@ static void test_admission(void)
 	CHECK("spoofed_sources_capped", GT(shot, 100) && EQ(ctr(SP_FG_REF_UNKNOWN), (__u64)shot));
 	n = mk4(pkt, "10.0.6.1", 2, 0, 1480, 1, 0);
 	CHECK_EQ("known_peer_keeps_access", run(pkt, n), TC_ACT_OK);
+
+	/* An ipfrag_high_thresh set to no limit (the sysctl takes any long):
+	 * no load, whatever the percentages. Multiplied by 64 unchecked, 2^62
+	 * is 0: every unknown peer over its pool, every known one loaded. */
+	reset();
+	known_kb = 1, known_s = 0;
+	set_cfg(32, 64, 16, 64, 64, 1);
+	set_global(0, 1 << 20, 1ULL << 62, 30ULL * 1000000000);
+	send_dgram(0, "10.0.6.2", 1, 1024, 512, 0);	/* known_kb 1, known_s 0 */
+	if (is_known("10.0.6.2")) {
+		struct sp_fg_peer_key k = { .family = AF_INET };
+		struct sp_fg_peer v;
+		int fd = bpf_map__fd(skel->maps.fragguard_known);
+
+		inet_pton(AF_INET, "10.0.6.2", &k.addr[0]);
+		bpf_map_lookup_elem(fd, &k, &v);
+		v.mem = 64 * 1024;	/* over peer_limit (16 KiB): refused only under load */
+		bpf_map_update_elem(fd, &k, &v, BPF_EXIST);
+	}
+	n = mk4(pkt, "10.0.6.3", 1, 0, 1480, 1, 0);
+	rc = run(pkt, n);
+	n = mk4(pkt, "10.0.6.2", 2, 0, 1480, 1, 0);
+	CHECK("high_thresh_no_limit_no_load", EQ(rc, TC_ACT_OK) && is_known("10.0.6.2") &&
+	      EQ(run(pkt, n), TC_ACT_OK) && EQ(ctr(SP_FG_REF_UNKNOWN), 0) && EQ(ctr(SP_FG_REF_PEER), 0));
+	/* An ipfrag_time written past any the sysctl gives, where its eighth
+	 * added wraps to 0: each later fragment would start a new datagram. */
+	reset();
+	set_global(0, 0, 4 << 20, 0xE38E38E38E38E38FULL);
+	run(pkt, mk4(pkt, "10.0.6.4", 3, 0, 1480, 1, 0));
+	usleep(20 * 1000);	/* more than a tick: the program's clock moves by ticks */
+	run(pkt, mk4(pkt, "10.0.6.4", 3, 1480, 1480, 0, 0));
+	CHECK("time_ns_wrapping_capped", EQ(ctr(SP_FG_COMPLETED), 1) && EQ(ctr(SP_FG_EXPIRED), 0) &&
+	      EQ(ctr(SP_FG_ADMITTED), 1));
 	known_kb = 64, known_s = 2;
 }
 
