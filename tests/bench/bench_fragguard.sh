@@ -170,18 +170,22 @@ if git -C "$ROOT" cat-file -e "$V1" 2>/dev/null; then
 		-I"$ROOT" -c "$TMP/v1/fragguard.bpf.c" -o "$TMP/v1/fragguard-v1.bpf.o" &&
 		objs=("$TMP/v1/fragguard-v1.bpf.o" "${objs[@]}")
 fi
+# fgcost's table from $TMP/NAME1..3: the median of the three runs, cell by
+# cell, of its two cost columns; COL, a column taken from run 2 as it is.
+median3() { # median3 NAME [COL]
+	local f=$TMP/$1 keep=$2 r name
+	med() { for i in 1 2 3; do sed -n "${r}p" "$f$i" | cut -d'|' -f"$1"; done | sort -g | sed -n 2p; }
+	head -2 "${f}1"
+	for r in $(seq 3 "$(wc -l <"${f}1")"); do
+		name=$(sed -n "${r}p" "${f}1" | cut -d'|' -f2)
+		echo "|$name| $(med 3) | $(med 4) |${keep:+$(sed -n "${r}p" "${f}2" | cut -d'|' -f"$keep")|}"
+	done | sed "s|$TMP/v1/||; s|$ROOT/build/||; s|$BUILD/||"
+}
 echo
 echo "Cost per packet without a network (\`fgcost\`: BPF_PROG_TEST_RUN, 20000 datagrams of 3 fragments from one peer, known after its first; medians of 3):"
 echo
 for i in 1 2 3; do "$SP_BUILD/fgcost" "${objs[@]}" >"$TMP/cost$i"; done
-# Median of the three runs, cell by cell (the position column from run 2).
-head -2 "$TMP/cost1"
-rows=$(($(wc -l <"$TMP/cost1") - 2))
-for r in $(seq 3 $((rows + 2))); do
-	name=$(sed -n "${r}p" "$TMP/cost1" | cut -d'|' -f2)
-	med() { for i in 1 2 3; do sed -n "${r}p" "$TMP/cost$i" | cut -d'|' -f"$1"; done | sort -g | sed -n 2p; }
-	echo "|$name| $(med 3) | $(med 4) |$(sed -n "${r}p" "$TMP/cost2" | cut -d'|' -f5)|"
-done | sed "s|$TMP/v1/||; s|$ROOT/build/||; s|$BUILD/||"
+median3 cost 5
 echo
 echo "The same frames received back to back (\`fgcost -i\`: through a veth pair, 64 a sendmmsg() from one CPU, no system call between two fragments, as in a driver's poll; the kernel's run-time stats; medians of 3):"
 echo
@@ -192,10 +196,4 @@ ip -n "sp-$ID-fgc" link add name fgc-s type veth peer name fgc-r || fail "veth f
 ip -n "sp-$ID-fgc" link set fgc-s up; ip -n "sp-$ID-fgc" link set fgc-r up
 ip -n "sp-$ID-fgc" addr add 10.9.0.1/24 dev fgc-r
 for i in 1 2 3; do ip netns exec "sp-$ID-fgc" "$SP_BUILD/fgcost" -i fgc-s,fgc-r "${objs[@]}" >"$TMP/batch$i"; done
-head -2 "$TMP/batch1"
-rows=$(($(wc -l <"$TMP/batch1") - 2))
-for r in $(seq 3 $((rows + 2))); do
-	name=$(sed -n "${r}p" "$TMP/batch1" | cut -d'|' -f2)
-	med() { for i in 1 2 3; do sed -n "${r}p" "$TMP/batch$i" | cut -d'|' -f"$1"; done | sort -g | sed -n 2p; }
-	echo "|$name| $(med 3) | $(med 4) |"
-done | sed "s|$TMP/v1/||; s|$ROOT/build/||; s|$BUILD/||"
+median3 batch
