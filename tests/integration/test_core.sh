@@ -33,6 +33,29 @@ t_help() {
 	done
 	"$SP" get --help | has 'tcpstats.port' || fail "get --help does not list tunables"
 	expect_error 2 "unknown command 'frob'" "$SP" frob
+	# What run --help says goes with --config run takes with it; each other
+	# option it names is refused with --config (a config file that does not
+	# exist: nothing starts either way).
+	local with a
+	with=$("$SP" run --help | tr '\n' ' ' | sed -n 's/.*With it go only \([^.]*\)\..*/\1/p' |
+		grep -o -- '--[a-z-]*')
+	[ -n "$with" ] || fail "run --help does not say what goes with --config"
+	for c in $("$SP" run --help | grep -o -- '--[a-z-]*' | sort -u | grep -vxe --help -e --config -e --persist); do
+		case $c in
+		--iface) a=lo ;; --cgroup) a=/ ;; --modules) a=tcpstats ;; --log-level) a=info ;;
+		--pin-path|--btf|--state-dir|--metrics-textfile) a=$TMP ;;
+		--interval|--metrics-top|--mtu-probing) a=1 ;; --metrics-listen) a=9999 ;;
+		*) a= ;;
+		esac
+		"$SP" run --config "/nonexistent-$ID" "$c" $a >"$TMP/o" 2>&1
+		if echo "$with" | grep -qx -- "$c"; then
+			! has -e "give it in the file" <"$TMP/o" ||
+				fail "run --help says $c goes with --config; run: $(cat "$TMP/o")"
+		else
+			has -e "give it in the file" <"$TMP/o" ||
+				fail "run --help leaves $c out of what goes with --config; run: $(cat "$TMP/o")"
+		fi
+	done
 }
 
 t_usage_errors() {
