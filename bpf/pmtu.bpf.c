@@ -804,4 +804,67 @@ int BPF_PROG(sp_pmtu_sync, struct sock *sk, __u32 pmtu, unsigned int ret)
 	return 0;
 }
 
+/*
+ * The loader's write of a search's result (struct sp_pmtu_save), run with
+ * BPF_PROG_TEST_RUN, never attached. A write of the whole entry from user
+ * space would put back what the sockops side wrote between the loader's
+ * read and its write: a prover's claim (two provers), clamps counted, an
+ * ask's time. In place, each field is written by one side only, but for
+ * low and high, where the search's answer wins as it always did. State
+ * last: a connection that sees the new state sees the new bounds (on a
+ * CPU that keeps stores in order; elsewhere it may read the old ones once,
+ * as it would have an instant earlier).
+ * Returns 0 (written), 1 (the entry was gone: made anew), 2 (no message),
+ * 3 (no entry: made and gone at once).
+ */
+SEC("tc")
+int sp_pmtu_save(struct __sk_buff *skb)
+{
+	struct sp_pmtu_entry *e, fresh = {};
+	struct sp_pmtu_save m;
+
+	if (bpf_skb_load_bytes(skb, 14, &m, sizeof(m)))
+		return 2;
+	/* The entry as the search alone would make it. */
+	fresh.state = m.state;
+	fresh.updated_ns = m.updated_ns;
+	fresh.method = m.method;
+	fresh.port = m.port;
+	fresh.probes = m.probes;
+	fresh.probe_bytes = m.probe_bytes;
+	if (m.searched) {
+		fresh.low = m.low;
+		fresh.high = m.high;
+		fresh.route_mtu = m.route_mtu;
+	}
+#ifdef SP_MUTANT_PM_SAVE_WHOLE	/* make mutants: the whole entry written over */
+	if (!bpf_map_update_elem(&pmtu_dsts, &m.key, &fresh, BPF_ANY))
+		return 0;
+#endif
+	e = bpf_map_lookup_elem(&pmtu_dsts, &m.key);
+	if (!e) {
+		/* Evicted while it was searched (or never made): nothing of
+		 * the connections' to keep. Made by a connection meanwhile, it
+		 * is written in place below. */
+		if (!bpf_map_update_elem(&pmtu_dsts, &m.key, &fresh, BPF_NOEXIST))
+			return 1;
+		e = bpf_map_lookup_elem(&pmtu_dsts, &m.key);
+		if (!e)
+			return 3;
+	}
+	__sync_fetch_and_add(&e->probes, m.probes);
+	__sync_fetch_and_add(&e->probe_bytes, m.probe_bytes);
+	if (m.searched) {
+		e->low = m.low;
+		e->high = m.high;
+		e->route_mtu = m.route_mtu;
+	}
+	e->method = m.method;
+	e->port = m.port;
+	e->updated_ns = m.updated_ns;
+	barrier();
+	e->state = m.state;
+	return 0;
+}
+
 SP_SOCKOPS_MODULE(sp_pmtu, pmtu_ops)

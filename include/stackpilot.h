@@ -436,6 +436,24 @@ struct sp_pmtu_entry {
 	__u32 prover_t;
 };
 
+/*
+ * A search's result, as the loader hands it to sp_pmtu_save (run with
+ * BPF_PROG_TEST_RUN, after an Ethernet header's 14 bytes): the program
+ * writes it into the destination's entry in place, so the fields the
+ * sockops side keeps there (clamped, asked_ns, prover_t) are never written
+ * back over with what they were when the loader last read them.
+ */
+struct sp_pmtu_save {
+	struct sp_pmtu_key key;
+	__u64 updated_ns;
+	__u32 state;
+	__u32 searched;		/* 1: low, high and route_mtu are the search's */
+	__u32 low, high, route_mtu;
+	__u32 method, port;
+	__u32 probes, probe_bytes;	/* added to the entry's */
+	__u32 pad;
+};
+
 enum sp_pm_event_kind {
 	SP_PM_EV_STALL,		/* an RTO that looks like a black hole on this path */
 	SP_PM_EV_NEW,		/* a first connection to a destination not known */

@@ -307,13 +307,13 @@ t_overhead_proof_left() {
 	ms=$((($(date +%s%N) - t0) / 1000000))
 	left=$(sp_num '.modules.pmtu.proofs_left_to_another')
 	# One prover a window (SP_PM_PROVER_T: 953 x 2^20 ns, 998 ms): 5 left
-	# within one. One more may wait: the loader writes its search's result
-	# back over the whole entry (read, then update), and a claim stamped in
-	# between is lost (two provers, no harm; seen in the 6.12 guest). A
+	# within one. The search the first one asked ends meanwhile; its result
+	# is written in place, so the claim stays (before sp_pmtu_save, the
+	# loader wrote the whole entry back, and the 6.12 guest saw 4 left). A
 	# guest slow enough to take longer than a window (TCG under load) has
 	# a prover in each window it spans.
 	echo "6 connections in $ms ms: $left left their proof"
-	assert_ge "$left" $((4 - ms / 998)) "of 6 connections in $ms ms, those that left their proof"
+	assert_ge "$left" $((5 - ms / 998)) "of 6 connections in $ms ms, those that left their proof"
 	assert_le "$left" 5 "of 6 connections in $ms ms, those that left their proof"
 	for _ in $(seq 20); do	# the close (tcp_done) can follow the client's exit
 		[ "$(sp_num '.modules.pmtu.learned_from_connections')" -ge 1 ] && break

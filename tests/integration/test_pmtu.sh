@@ -741,3 +741,58 @@ t_pmtu_own_address_not_probed() {
 	assert_eq "$(pm_entry 10.30.1.1 probes)" 0 "probes to our own address"
 	assert_eq "$(pm_entry 10.30.1.1 low_mtu)" 65535 "MTU recorded for our own address"
 }
+
+# A search's result goes into its entry through sp_pmtu_save, in place:
+# what connections keep there (clamped, asked_ns, the prover's claim) is
+# never written back over with what it was when the search began (a
+# claim lost so made a second prover: t_overhead_proof_left). The program
+# run here as the loader runs it, on an entry bpftool wrote.
+t_pmtu_save_keeps_connections_fields() {
+	make_cgroup
+	sp_start --modules pmtu --cgroup "$CG"
+	local dsts prog key now
+	dsts=$(bpftool map show pinned "$PIN/pmtu_dsts" -j | jq .id)
+	prog=$(bpftool prog show -j | jq --argjson m "$dsts" \
+		'[.[] | select(.name == "sp_pmtu_save" and ((.map_ids // []) | index($m)))][0].id')
+	[ "$prog" != null ] || fail "no sp_pmtu_save beside $PIN/pmtu_dsts"
+	# key: netns, AF_INET, 10.99.0.0; entry: low high state(ASKED) probes
+	# updated_ns clamped route_mtu asked_ns method port probe_bytes prover_t.
+	# updated_ns now (CLOCK_MONOTONIC, as the loader's): the loader's
+	# expiry, every second, deletes an entry older than interval_s.
+	now=$("$PYTHON3" -c 'import time; print(time.monotonic_ns())')
+	key=$("$PYTHON3" -c 'import struct,sys; sys.stdout.write(" ".join("%02x" % b for b in
+		struct.pack("<QI4I4x", 77, 2, 0x630a, 0, 0, 0)))')
+	bpftool map update pinned "$PIN/pmtu_dsts" key hex $key value hex $("$PYTHON3" -c '
+import struct,sys; sys.stdout.write(" ".join("%02x" % b for b in
+	struct.pack("<4IQ2IQ2I2I", 1400, 0, 4, 3, int(sys.argv[1]), 7, 0, 5555, 0, 0, 300, 1234)))' "$now") ||
+		fail "bpftool map update: exit $?"
+	# The message (struct sp_pmtu_save) after 14 bytes of Ethernet header:
+	# SEARCHED, low 1450, high 1451, route_mtu 0, SYN to port 80, 2 probes
+	# of 3000 bytes, updated_ns now + 9.
+	save() { # save STATE SEARCHED [ADDR as a u32]: the program's return value
+		"$PYTHON3" -c 'import struct,sys
+k=struct.pack("<QI4I4x", 77, 2, int(sys.argv[3]), 0, 0, 0)
+sys.stdout.buffer.write(bytes(14) + k + struct.pack("<Q10I", int(sys.argv[4]) + 9, int(sys.argv[1]),
+	int(sys.argv[2]), 1450, 1451, 0, 2, 80, 2, 3000, 0))' "$1" "$2" "${3:-25354}" "$now" >"$TMP/msg"
+		bpftool prog run id "$prog" data_in "$TMP/msg" repeat 1 | sed -n 's/^Return value: \([0-9]*\).*/\1/p'
+	}
+	entry() { bpftool map lookup pinned "$PIN/pmtu_dsts" key hex $key -j | jq -c ".formatted.value | $1"; }
+	assert_eq "$(save 2 1)" 0 "sp_pmtu_save on an entry"
+	assert_eq "$(entry '[.clamped, .asked_ns, .prover_t]')" "[7,5555,1234]" \
+		"what connections wrote (clamped, asked_ns, prover_t), after a search's save"
+	assert_eq "$(entry '[.state, .low, .high, .method, .port, .updated_ns]')" "[2,1450,1451,2,80,$((now + 9))]" \
+		"the search's result (state, low, high, method, port, updated_ns)"
+	assert_eq "$(entry '[.probes, .probe_bytes]')" "[5,3300]" "probes and their bytes, added"
+	# NOPROBE: the bounds are not the search's to write.
+	assert_eq "$(save 3 0)" 0 "sp_pmtu_save of a search nothing answered"
+	assert_eq "$(entry '[.state, .low, .high, .clamped, .prover_t]')" "[3,1450,1451,7,1234]" \
+		"entry after a search nothing answered"
+	# An entry evicted while it was searched (11.99.0.0, never made): made
+	# anew, with only the search's.
+	assert_eq "$(save 2 1 25355)" 1 "sp_pmtu_save where the entry is gone"
+	key=$("$PYTHON3" -c 'import struct,sys; sys.stdout.write(" ".join("%02x" % b for b in
+		struct.pack("<QI4I4x", 77, 2, 0x630b, 0, 0, 0)))')
+	assert_eq "$(entry '[.state, .low, .high, .method, .port, .probes, .clamped, .prover_t]')" \
+		"[2,1450,1451,2,80,2,0,0]" \
+		"entry made by sp_pmtu_save"
+}

@@ -18,6 +18,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <bpf/bpf.h>
@@ -62,29 +63,42 @@ static int dsts_fd(struct pmtu_state *st)
 	return bpf_map__fd(st->skel->maps.pmtu_dsts);
 }
 
+/*
+ * The search's result into its destination's entry, written in place by
+ * sp_pmtu_save (bpf/pmtu.bpf.c): a read here and a write of the whole entry
+ * would undo what connections wrote in between.
+ */
+/* tests/integration/test_pmtu.sh builds it by hand (t_pmtu_save_keeps_connections_fields). */
+_Static_assert(sizeof(struct sp_pmtu_save) == 80 && offsetof(struct sp_pmtu_save, updated_ns) == 32 &&
+	       offsetof(struct sp_pmtu_save, probe_bytes) == 72, "struct sp_pmtu_save's layout");
+
 static void save(struct pmtu_search *s, __u8 state, __u32 low, __u32 high, __u32 route_mtu)
 {
-	struct sp_pmtu_entry e = {};
+	struct {
+		char eth[14];
+		struct sp_pmtu_save m;
+	} __attribute__((packed)) in = {
+		.m = { .key = s->ev.key, .state = state, .updated_ns = pmtu_now_ns(),
+		       .probes = s->sent, .probe_bytes = s->bytes, .method = SP_PM_M_NONE },
+	};
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = &in, .data_size_in = sizeof(in));
+	int err;
 
-	/* Re-read: the BPF side may have counted clamps while we searched. */
-	bpf_map_lookup_elem(dsts_fd(s->st), &s->ev.key, &e);
-	e.state = state;
-	e.probes += s->sent;
-	e.probe_bytes += s->bytes;
-	e.updated_ns = pmtu_now_ns();
-	e.method = SP_PM_M_NONE;
-	e.port = 0;
 	if (state == SP_PM_S_SEARCHED) {
-		e.low = low;
-		e.high = high;
-		e.route_mtu = route_mtu;
+		in.m.searched = 1;
+		in.m.low = low;
+		in.m.high = high;
+		in.m.route_mtu = route_mtu;
 	}
 	if (state == SP_PM_S_SEARCHED && s->sent) {
 		/* What answered, so that the next search (at expiry) starts with it. */
-		e.method = s->method == PM_SYN ? SP_PM_M_SYN : SP_PM_M_ECHO;
-		e.port = s->method == PM_SYN ? s->ev.dport : 0;
+		in.m.method = s->method == PM_SYN ? SP_PM_M_SYN : SP_PM_M_ECHO;
+		in.m.port = s->method == PM_SYN ? s->ev.dport : 0;
 	}
-	bpf_map_update_elem(dsts_fd(s->st), &s->ev.key, &e, BPF_ANY);
+	err = bpf_prog_test_run_opts(bpf_program__fd(s->st->skel->progs.sp_pmtu_save), &opts);
+	if (err || opts.retval > 1)
+		sp_log(SP_LOG_WARN, "pmtu: saving what the search of %s found: %s", s->a,
+		       err ? strerror(errno) : opts.retval == 2 ? "message too short" : "no entry");
 }
 
 static void finish(struct pmtu_search *s)
