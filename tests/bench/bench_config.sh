@@ -82,3 +82,50 @@ echo
 printf 'A cgroup made to its programs attached: median %.3f s (max %.3f s).\n' \
 	"$(median <"$TMP/appear")" "$(sort -g "$TMP/appear" | tail -1)"
 echo "CPU of the run in 10 s idle: $cw ticks with $N cgroups waiting, $ca ticks with $N attached (USER_HZ $(getconf CLK_TCK))."
+
+# What an instance holds: INST_N cgroups matched by one pattern section,
+# all three cgroup modules, then tcpstats alone. The run's programs and
+# maps from its descriptors (/proc/PID/fdinfo: bpftool here cannot name a
+# holder), the maps' bytes_memlock summed: the kernel's memory; its VmRSS
+# and open descriptors from /proc; "load, each" from exec to the last
+# match attached, over N.
+INST_N=${INST_N:-0 1 10 100}
+held() { # held: programs maps kernel-kB rss-kB descriptors of the run
+	local fdi=/proc/$SP_PID/fdinfo pj mj
+	# Its programs: those its descriptors hold (programs, links); its maps:
+	# those its descriptors hold and those its programs use.
+	pj=$(cat "$fdi"/* 2>/dev/null | awk '$1 == "prog_id:" { print $2 }' | sort -u | jq -s .)
+	mj=$(cat "$fdi"/* 2>/dev/null | awk '$1 == "map_id:" { print $2 }' | sort -u | jq -s .)
+	mj=$(bpftool prog show -j | jq -c --argjson p "$pj" --argjson m "$mj" \
+		'[.[] | select(.id as $i | $p | index($i)) | .map_ids[]?] + $m | unique')
+	echo "$(echo "$pj" | jq length) $(bpftool map show -j | jq -r --argjson m "$mj" \
+		'[.[] | select(.id as $i | $m | index($i))] | "\(length) \(map(.bytes_memlock) | add // 0 | . / 1024 | floor)"')" \
+		"$(awk '/^VmRSS/ { print $2 }' "/proc/$SP_PID/status") $(ls "/proc/$SP_PID/fd" | wc -l)"
+}
+echo
+echo "## What an instance holds (\`[cgroup sp-test-ID/i*]\` matching N cgroups)"
+echo
+echo "| modules | instances | programs | maps | kernel memory | VmRSS | descriptors | load, each |"
+echo "|---|---|---|---|---|---|---|---|"
+for mods in tcpstats,rehash,pmtu tcpstats; do
+	label=${mods//,/, }
+	for n in $INST_N; do
+		for i in $(seq "$n"); do mkdir "$CG/i$i"; done
+		printf 'pin-path = %s\n[cgroup sp-test-%s/i*]\nmodules = %s\n' "$PIN" "$ID" "$mods" >"$TMP/c.conf"
+		t0=$(now)
+		sp_spawn "$SP" run --config "$TMP/c.conf" --interval 0 --state-dir "$TMP/state"
+		for i in $(seq "$n"); do
+			until bpftool cgroup show "$CG/i$i" 2>/dev/null | grep -q sp_sockops; do sleep 0.01; done
+		done
+		t1=$(now)
+		sleep 1	# the start-up probes' programs freed
+		read -r p m kb rss fds < <(held)
+		printf '| %s | %d | %d | %d | %s | %.1f MB | %d | %s |\n' "$label" "$n" "$p" "$m" \
+			"$(awk -v k="$kb" 'BEGIN { printf(k >= 1024 ? "%.1f MB" : "%d kB", k >= 1024 ? k / 1024 : k) }')" \
+			"$(echo "$rss / 1024" | bc -l)" "$fds" \
+			"$([ "$n" = 0 ] || printf '%.2f s' "$(echo "($t1 - $t0) / $n" | bc -l)")"
+		sp_stop
+		for i in $(seq "$n"); do rmdir "$CG/i$i"; done
+		label=
+	done
+done
