@@ -63,15 +63,15 @@ static int dsts_fd(struct pmtu_state *st)
 	return bpf_map__fd(st->skel->maps.pmtu_dsts);
 }
 
+/* tests/integration/test_pmtu.sh builds it by hand (t_pmtu_save_keeps_connections_fields). */
+_Static_assert(sizeof(struct sp_pmtu_save) == 80 && offsetof(struct sp_pmtu_save, updated_ns) == 32 &&
+	       offsetof(struct sp_pmtu_save, probe_bytes) == 72, "struct sp_pmtu_save's layout");
+
 /*
  * The search's result into its destination's entry, written in place by
  * sp_pmtu_save (bpf/pmtu.bpf.c): a read here and a write of the whole entry
  * would undo what connections wrote in between.
  */
-/* tests/integration/test_pmtu.sh builds it by hand (t_pmtu_save_keeps_connections_fields). */
-_Static_assert(sizeof(struct sp_pmtu_save) == 80 && offsetof(struct sp_pmtu_save, updated_ns) == 32 &&
-	       offsetof(struct sp_pmtu_save, probe_bytes) == 72, "struct sp_pmtu_save's layout");
-
 static void save(struct pmtu_search *s, __u8 state, __u32 low, __u32 high, __u32 route_mtu)
 {
 	struct {
