@@ -136,6 +136,23 @@ static __s64 peer_mem(const char *src4)
 	return v.mem;
 }
 
+/* Overwrite src4's charge in its entry, in whichever map peer_mem() finds
+ * it: 0, or -1 if it has none. */
+static int set_peer_mem(const char *src4, __s64 mem)
+{
+	int fds[2] = { bpf_map__fd(skel->maps.fragguard_peers), bpf_map__fd(skel->maps.fragguard_known) };
+	struct sp_fg_peer_key k = { .family = AF_INET };
+	struct sp_fg_peer v;
+
+	inet_pton(AF_INET, src4, &k.addr[0]);
+	for (int i = 0; i < 2; i++)
+		if (!bpf_map_lookup_elem(fds[i], &k, &v)) {
+			v.mem = mem;
+			return bpf_map_update_elem(fds[i], &k, &v, BPF_EXIST);
+		}
+	return -1;
+}
+
 static bool is_known(const char *src4)
 {
 	struct sp_fg_peer_key k = { .family = AF_INET };
@@ -410,16 +427,7 @@ static void test_admission(void)
 		n = mk4(pkt, "10.0.4.1", 100 + i, 0, 1480, 1, 0);
 		run(pkt, n);
 	}
-	{	/* the peer at its limit, exactly */
-		struct sp_fg_peer_key k = { .family = AF_INET };
-		struct sp_fg_peer v;
-		int fd = bpf_map__fd(skel->maps.fragguard_peers);
-
-		inet_pton(AF_INET, "10.0.4.1", &k.addr[0]);
-		bpf_map_lookup_elem(fd, &k, &v);
-		v.mem = 16 * 1024;
-		bpf_map_update_elem(fd, &k, &v, BPF_EXIST);
-	}
+	set_peer_mem("10.0.4.1", 16 * 1024);	/* the peer at its limit, exactly */
 	set_global(0, 4 << 20, 4 << 20, 30ULL * 1000000000);
 	usleep(20 * 1000);	/* more than a tick: the program's clock moves by ticks */
 	n = mk4(pkt, "10.0.4.1", 1, 1480, 1480, 1, 0);
@@ -436,9 +444,6 @@ static void test_admission(void)
 	 * the edge, under the expiry (1.125 s). */
 	for (int big = 0; big < 2; big++) {
 		__u64 high = big ? 1ULL << 50 : 4 << 20;
-		struct sp_fg_peer_key k = { .family = AF_INET };
-		struct sp_fg_peer v;
-		int fd = bpf_map__fd(skel->maps.fragguard_peers);
 		__u64 t0;
 
 		reset();
@@ -447,10 +452,7 @@ static void test_admission(void)
 		n = mk4(pkt, "10.0.4.2", 7, 0, 1480, 1, 0);
 		t0 = mono_ns();
 		run(pkt, n);
-		inet_pton(AF_INET, "10.0.4.2", &k.addr[0]);
-		bpf_map_lookup_elem(fd, &k, &v);
-		v.mem = 16 * 1024;
-		bpf_map_update_elem(fd, &k, &v, BPF_EXIST);
+		set_peer_mem("10.0.4.2", 16 * 1024);
 		set_global(0, high / 2, high, 1000000000ULL);
 		while (mono_ns() - t0 < 300 * 1000000ULL)
 			usleep(10 * 1000);
@@ -527,16 +529,7 @@ static void test_admission(void)
 	set_cfg(32, 64, 16, 64, 64, 1);
 	set_global(0, 1 << 20, 1ULL << 62, 30ULL * 1000000000);
 	send_dgram(0, "10.0.6.2", 1, 1024, 512, 0);	/* known_kb 1, known_s 0 */
-	if (is_known("10.0.6.2")) {
-		struct sp_fg_peer_key k = { .family = AF_INET };
-		struct sp_fg_peer v;
-		int fd = bpf_map__fd(skel->maps.fragguard_known);
-
-		inet_pton(AF_INET, "10.0.6.2", &k.addr[0]);
-		bpf_map_lookup_elem(fd, &k, &v);
-		v.mem = 64 * 1024;	/* over peer_limit (16 KiB): refused only under load */
-		bpf_map_update_elem(fd, &k, &v, BPF_EXIST);
-	}
+	set_peer_mem("10.0.6.2", 64 * 1024);	/* over peer_limit (16 KiB): refused only under load */
 	n = mk4(pkt, "10.0.6.3", 1, 0, 1480, 1, 0);
 	rc = run(pkt, n);
 	n = mk4(pkt, "10.0.6.2", 2, 0, 1480, 1, 0);
