@@ -110,6 +110,12 @@ t_pmtu_overlay_learns_before_stall() {
 	echo "entry: $(sp_json '.modules.pmtu.destinations | tostring')"
 	assert_eq "$(sp_json .modules.pmtu.black_hole_suspects)" 0 "black-hole suspects"
 	[ -n "$low" ] && [ "$low" -le 1350 ] && [ "$low" -gt 1342 ] || fail "inner MTU '$low' after a first connection, expected 1342 < MTU <= 1350 (the true one)"
+	# The second connection starts at the learned MSS and needs no RTO;
+	# its retransmission count is not the test (tunnel loss under load
+	# gave 30 in 2.7 ms once, at the right MSS): see pmtu_overlay_learned.
+	local r0=$(s_rtos)
 	set -- $(xfer "$DST4" 1000000)
-	assert_eq "${3:-}" 0 "retransmissions of the second connection"
+	[ -n "${2:-}" ] || fail "second connection did not complete"
+	assert_eq "$2" $((low - 40 - 12)) "second connection's MSS (learned MTU - 40 - timestamps)"
+	assert_eq $(( $(s_rtos) - r0 )) 0 "second connection's RTOs (${3:-?} retransmissions)"
 }
