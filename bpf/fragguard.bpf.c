@@ -1028,12 +1028,30 @@ static __always_inline int queue(struct dgram *d, const struct frag *f, __u32 tr
 
 /* ---- the policy --------------------------------------------------------- */
 
+/* Shift x and y right alike until x < 2^bits (x < 2^(bits + 32) on entry):
+ * a ratio kept to bits of precision, whatever the magnitudes. */
+static __always_inline void scale2(__u64 *x, __u64 *y, int bits)
+{
+#pragma unroll
+	for (int s = 16; s; s /= 2)
+		if (*x >> (bits + s)) {
+			*x >>= s;
+			*y >>= s;
+		}
+	if (*x >> bits) {
+		*x >>= 1;
+		*y >>= 1;
+	}
+}
+
 /*
  * Whether age is within base * (cap - used) / cap (nothing once used reaches
  * cap). Without a division: a later fragment asks this every time, and a
  * 64-bit divide is the dearest instruction it would run. Compared in units
- * of 2^20 ns (about a millisecond; the ages have a tick's resolution), capped
- * so that the products fit 64 bits whatever was written into the maps.
+ * of 2^20 ns (about a millisecond; the ages have a tick's resolution); both
+ * pairs scaled alike so that the products fit 64 bits whatever was written
+ * into the maps: age and base below 2^24 units, cap and left below 2^38.
+ * An age past base is past any share of it.
  */
 static __always_inline bool within_share(__u64 age, __u64 base, __s64 used, __u64 cap)
 {
@@ -1041,15 +1059,11 @@ static __always_inline bool within_share(__u64 age, __u64 base, __s64 used, __u6
 
 	if (!cap || used >= (__s64)cap)
 		return !age;
+	if (a > b)
+		return false;
 	left = cap - (used < 0 ? 0 : used);
-	if (cap >> 38) {
-		cap >>= 26;
-		left >>= 26;
-	}
-	if (a > 1U << 24)
-		a = 1U << 24;
-	if (b > 1U << 24)
-		b = 1U << 24;
+	scale2(&cap, &left, 38);
+	scale2(&b, &a, 24);
 	return a * cap <= b * left;
 }
 
@@ -1061,6 +1075,14 @@ static __always_inline bool within_share(__u64 age, __u64 base, __s64 used, __u6
 static __always_inline __u64 big_capped(__u64 v)
 {
 	return v > 1ULL << 50 ? 1ULL << 50 : v;
+}
+
+/* The namespace's reassembly memory: sockstat prints the kernel's long
+ * with %lu, and bpftool writes anything; read past 2^63 as none, the
+ * same everywhere it is used. */
+static __always_inline __s64 mem_of(const struct sp_fg_global *g)
+{
+	return (__s64)g->mem < 0 ? 0 : (__s64)g->mem;
 }
 
 /*
@@ -1077,7 +1099,7 @@ static __always_inline bool too_old(__u64 age, const struct sp_fg_peer *p, struc
 
 	/* The namespace's term first: it needs no peer, and decides alone
 	 * for any datagram younger than it (nearly all). */
-	if (!g || !g->high_thresh ? age <= base : within_share(age, base, g->mem, g->high_thresh))
+	if (!g || !g->high_thresh ? age <= base : within_share(age, base, mem_of(g), g->high_thresh))
 		return false;
 	read_cfg(c);
 	return !within_share(age, base, p ? p->mem : 0, c->peer_limit);
@@ -1125,7 +1147,7 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 	p->last_ns = now;
 	pmem = p->mem;
 	high = g ? big_capped(g->high_thresh) : 0;
-	loaded = high && big_capped(g->mem) * 100 > high * c->load_pct;
+	loaded = high && big_capped(mem_of(g)) * 100 > high * c->load_pct;
 	/*
 	 * A known peer is held to its limit and to a fair share only under
 	 * load. Its charge may have been run up by anyone spoofing its
@@ -1142,8 +1164,10 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 		if (pmem > 0 && (__u64)pmem > high * (100 - c->unknown_pct) / 100 / active)
 			why = SP_FG_REF_SHARE;
 	}
+	/* Signed: the pool dips below 0 for a moment when a release on
+	 * another CPU subtracts a charge before charge() has added it. */
 	if (!why && !known && a && high &&
-	    a->unknown_mem[fam & 1] + truesize + qsize > high * c->unknown_pct / 100)
+	    a->unknown_mem[fam & 1] + truesize + qsize > (__s64)(high * c->unknown_pct / 100))
 		why = SP_FG_REF_UNKNOWN;
 #ifdef SP_MUTANT_FG_ADMIT_ALL	/* make mutants: every first fragment admitted */
 	why = 0;

@@ -292,3 +292,31 @@ t_fragguard_other_netns_drops_not_counted() {
 	assert_ge "$(sp_json '.modules.fragguard.kernel_drop_dup')" 30 "our duplicates counted"
 	assert_ge "$(sp_json '.modules.fragguard.kernel_drop_timeout')" 30 "our expiries counted"
 }
+
+# Review finding: ipfrag_time 0 or below (the sysctl takes any int) makes the
+# kernel expire a queue at its next tick, and fragguard read it as 30 s (0,
+# its "not written") or as 73 years (-5, read unsigned): a peer's incomplete
+# datagrams, long gone from the kernel, stayed charged and its next ones
+# were refused. With each value, a flood of incomplete datagrams from the
+# peer, then its own fragmented UDP: what the kernel alone delivers.
+t_fragguard_ipfrag_time_zero_or_below() {
+	frag_topo 1; udp_servers 1
+	local t d r0
+	for t in -5 0; do
+		ip netns exec "$NS_R" sysctl -qw net.ipv4.ipfrag_time=$t || fail "ipfrag_time=$t"
+		sp_start --modules fragguard --iface rp1
+		peer 1 "$FRAGFLOOD" 10.50.1.1 3000 >/dev/null || fail "flood: exit $?"
+		sleep 0.3
+		# During the flood the kernel held the peer's datagrams for a
+		# tick, and fragguard may refuse some; after it, neither holds any.
+		assert_le "$(frag_mem)" 100000 "kernel reassembly memory after the flood, ipfrag_time=$t"
+		sp_json '.modules.fragguard | [.datagrams_in_progress, .tracked_mem.ipv4] | map(tostring) | join(" ")' |
+			has -x '0 0' || fail "ipfrag_time=$t: fragguard still holds after the flood: $(sp_json '.modules.fragguard')"
+		r0=$(sp_json '.modules.fragguard.refused_peer_limit')
+		d=$(udp_delivered 1 2 20M)
+		echo "ipfrag_time=$t: the flood refused $r0 at the peer's limit; after it, the peer's own datagrams $d% delivered"
+		assert_eq "$(sp_json '.modules.fragguard.refused_peer_limit')" "$r0" "datagrams refused after the flood, ipfrag_time=$t"
+		awk "BEGIN { exit !($d >= 95) }" || fail "ipfrag_time=$t: $d% delivered, expected >= 95%"
+		sp_stop || fail "stackpilot run exited $?; its stderr ends: $(sp_said)"
+	done
+}

@@ -544,6 +544,54 @@ static void test_admission(void)
 	run(pkt, mk4(pkt, "10.0.6.4", 3, 1480, 1480, 0, 0));
 	CHECK("time_ns_wrapping_capped", EQ(ctr(SP_FG_COMPLETED), 1) && EQ(ctr(SP_FG_EXPIRED), 0) &&
 	      EQ(ctr(SP_FG_ADMITTED), 1));
+	/* The unknown pool below 0 for a moment (a release on another CPU
+	 * subtracted a charge before charge() added it): nearly empty, not
+	 * full. Compared unsigned, -3000 + a fragment read as 2^64. */
+	reset();
+	set_cfg(32, 64, 1024, 1, 100, 1);
+	set_global(0, 0, 4 << 20, 30ULL * 1000000000);
+	{
+		struct sp_fg_agg a = { .unknown_mem = { -3000, 0 } };
+		__u32 zero = 0;
+
+		bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_agg), &zero, &a, BPF_ANY);
+	}
+	rc = run(pkt, mk4(pkt, "10.0.6.5", 1, 0, 1480, 1, 0));
+	CHECK("unknown_pool_below_zero_admits", EQ(rc, TC_ACT_OK) && EQ(ctr(SP_FG_REF_UNKNOWN), 0));
+	/* The namespace's memory at 2^63 or past (a long below 0 printed
+	 * with %lu, or bpftool): none, not a full namespace. A known peer
+	 * over its limit is refused only under load. */
+	reset();
+	known_kb = 1, known_s = 0;
+	set_cfg(32, 64, 16, 64, 64, 1);
+	set_global(0, 0, 4 << 20, 30ULL * 1000000000);
+	send_dgram(0, "10.0.6.6", 1, 1024, 512, 0);
+	set_peer_mem("10.0.6.6", 64 * 1024);
+	set_global(0, (1ULL << 63) + 5, 4 << 20, 30ULL * 1000000000);
+	rc = run(pkt, mk4(pkt, "10.0.6.6", 2, 0, 1480, 1, 0));
+	CHECK("namespace_mem_past_2p63_none", is_known("10.0.6.6") && EQ(rc, TC_ACT_OK) &&
+	      EQ(ctr(SP_FG_REF_PEER), 0));
+	/* The age test's products at the extremes, a later fragment of a
+	 * known peer over its limit (its own term refuses): the namespace's
+	 * half-empty share decides. ipfrag_time 2^61 ns and high_thresh 2^40
+	 * half used: base * left, unscaled, is 2^78 (0 in 64 bits); then
+	 * high_thresh 2^62 half used, age * cap 2^70. */
+	for (int big = 0; big < 2; big++) {
+		__u64 high = big ? 1ULL << 62 : 1ULL << 40;
+
+		reset();
+		set_cfg(32, 64, 16, 64, 100, 1);
+		set_global(0, 0, 4 << 20, 30ULL * 1000000000);
+		send_dgram(0, "10.0.6.7", 1, 1024, 512, 0);
+		set_global(0, high / 2, high, big ? 30ULL * 1000000000 : 1ULL << 61);
+		rc = run(pkt, mk4(pkt, "10.0.6.7", 2, 0, 1480, 1, 0));
+		set_peer_mem("10.0.6.7", 64 * 1024);
+		usleep(big ? 300 * 1000 : 20 * 1000);	/* past a tick: an age above 0 */
+		n = mk4(pkt, "10.0.6.7", 2, 1480, 1480, 1, 0);
+		CHECK(check_name("age_share_products_scaled/%s", big ? "high_2p62" : "time_2p61"),
+		      is_known("10.0.6.7") && EQ(rc, TC_ACT_OK) && EQ(run(pkt, n), TC_ACT_OK) &&
+		      EQ(ctr(SP_FG_REF_AGE), 0));
+	}
 	known_kb = 64, known_s = 2;
 }
 

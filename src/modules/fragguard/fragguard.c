@@ -53,6 +53,8 @@ struct fg_inst {
 	bool hook_created[SP_MAX_IFACES], filter_attached[SP_MAX_IFACES];
 	__u32 filter_prog[SP_MAX_IFACES];	/* the program of its state entry, 0: none */
 	__u64 netns;		/* cookie of the namespace the interfaces are in */
+	struct sp_fg_global glob[2];	/* what tick() read last, per family */
+	unsigned int unread_said;	/* bit per source unreadable() warned of */
 };
 
 /* The state entry of the filter on --iface i: gone with the filter (or the device). */
@@ -303,34 +305,58 @@ static const struct sp_target_ops target_ops = {
 	.iface_gone = iface_gone, .iface_back = iface_back,
 };
 
-static unsigned long long read_ull(const char *path)
+/*
+ * The first number on the line of path that starts with tag (tag "": the
+ * file's first line), as the kernel printed it: %lu or %d, so a negative
+ * value reads as its two's complement. 0 when read, -1 when not.
+ */
+static int read_num(const char *path, const char *tag, unsigned long long *v)
 {
-	unsigned long long v = 0;
-	FILE *f = fopen(path, "r");
-
-	if (f) {
-		if (fscanf(f, "%llu", &v) != 1)
-			v = 0;
-		fclose(f);
-	}
-	return v;
-}
-
-/* "FRAG: inuse N memory M" (sockstat) / "FRAG6: inuse N memory M" (sockstat6). */
-static unsigned long long sockstat_frag_mem(const char *path, const char *tag)
-{
-	char line[256];
-	unsigned long long inuse, mem = 0;
+	char line[256], *end;
+	int err = -1;
 	FILE *f = fopen(path, "r");
 
 	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, tag, strlen(tag)) &&
-		    sscanf(line + strlen(tag), " inuse %llu memory %llu", &inuse, &mem) == 2)
+		return -1;
+	while (err && fgets(line, sizeof(line), f)) {
+		const char *p = line;
+
+		if (strncmp(line, tag, strlen(tag)))
+			continue;
+		p += strlen(tag);
+		if (*tag) /* "FRAG: inuse N memory M": M */
+			p = strstr(p, " memory ");
+		if (!p)
 			break;
+		if (*tag)
+			p += strlen(" memory ");
+		errno = 0;
+		*v = strtoull(p, &end, 10);
+		err = end == p || errno ? -1 : 0;
+		break;
+	}
 	fclose(f);
-	return mem;
+	return err;
+}
+
+static const struct {
+	const char *mem, *tag, *high, *time;
+} fg_sources[2] = {
+	{ "/proc/net/sockstat", "FRAG:", "/proc/sys/net/ipv4/ipfrag_high_thresh",
+	  "/proc/sys/net/ipv4/ipfrag_time" },
+	{ "/proc/net/sockstat6", "FRAG6:", "/proc/sys/net/ipv6/ip6frag_high_thresh",
+	  "/proc/sys/net/ipv6/ip6frag_time" },
+};
+
+/* A source that could not be read keeps the value last read (none before
+ * the first: the program's defaults), said once per source. */
+static void unreadable(struct fg_inst *in, int bit, const char *path)
+{
+	if (in->unread_said & 1u << bit)
+		return;
+	in->unread_said |= 1u << bit;
+	sp_log(SP_LOG_WARN, "fragguard: cannot read %s; keeping %s", path,
+	       in->glob[0].updated_ns ? "the value read before" : "the defaults");
 }
 
 /* Also the filter's heartbeat: without it for SP_FG_STALE_NS, it passes everything. */
@@ -338,21 +364,35 @@ static void tick(struct sp_run *run, void *inst)
 {
 	struct fg_inst *in = inst;
 	struct timespec ts;
-	struct sp_fg_global g[2] = {
-		{ sockstat_frag_mem("/proc/net/sockstat", "FRAG:"),
-		  read_ull("/proc/sys/net/ipv4/ipfrag_high_thresh"),
-		  read_ull("/proc/sys/net/ipv4/ipfrag_time") * 1000000000ULL, 0 },
-		{ sockstat_frag_mem("/proc/net/sockstat6", "FRAG6:"),
-		  read_ull("/proc/sys/net/ipv6/ip6frag_high_thresh"),
-		  read_ull("/proc/sys/net/ipv6/ip6frag_time") * 1000000000ULL, 0 },
-	};
+	unsigned long long v;
 
 	if (!in->skel)
 		return;
+	for (int i = 0; i < 2; i++) {
+		struct sp_fg_global *g = &in->glob[i];
+
+		/* The kernel's memory is a long: below 0 is none. */
+		if (!read_num(fg_sources[i].mem, fg_sources[i].tag, &v))
+			g->mem = (long long)v < 0 ? 0 : v;
+		else
+			unreadable(in, 3 * i, fg_sources[i].mem);
+		if (!read_num(fg_sources[i].high, "", &v))
+			g->high_thresh = v;
+		else
+			unreadable(in, 3 * i + 1, fg_sources[i].high);
+		/* An int of seconds; 0 or less and the kernel's timer expires
+		 * a queue at its next tick: 1 ns here (0 is the program's
+		 * "not written": 30 s). */
+		if (!read_num(fg_sources[i].time, "", &v))
+			g->time_ns = (long long)v <= 0 ? 1 : v > 1ULL << 31 ? 1ULL << 61 : v * 1000000000ULL;
+		else
+			unreadable(in, 3 * i + 2, fg_sources[i].time);
+	}
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	g[0].updated_ns = g[1].updated_ns = ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-	for (__u32 i = 0; i < 2; i++)
-		bpf_map_update_elem(bpf_map__fd(in->skel->maps.fragguard_glob), &i, &g[i], BPF_ANY);
+	for (__u32 i = 0; i < 2; i++) {
+		in->glob[i].updated_ns = ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+		bpf_map_update_elem(bpf_map__fd(in->skel->maps.fragguard_glob), &i, &in->glob[i], BPF_ANY);
+	}
 }
 
 const struct sp_module sp_mod_fragguard = {
