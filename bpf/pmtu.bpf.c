@@ -340,6 +340,10 @@ static __always_inline void on_connect(struct bpf_sock_ops *skops)
 	/* IPv6 never below its minimum MTU, whatever the map says. */
 	mss = (k.family == AF_INET ? (e->low < 576 ? 576 : e->low) - 40
 				   : (e->low < 1280 ? 1280 : e->low) - 60);
+	/* Past the largest MSS TCP takes (MAX_TCP_WINDOW), or no MTU at all
+	 * (bpftool's): nothing to clamp. A local address's 65535 is one. */
+	if (e->low > 65535 || mss > 32767)
+		return;
 	if (!bpf_setsockopt(skops, SOL_TCP, TCP_MAXSEG, &mss, sizeof(mss))) {
 		__sync_fetch_and_add(&e->clamped, 1);
 		sp_count(&pmtu_ctr, SP_PM_CLAMPED, 1);
@@ -815,8 +819,25 @@ int BPF_PROG(sp_pmtu_sync, struct sock *sk, __u32 pmtu, unsigned int ret)
  * CPU that keeps stores in order; elsewhere it may read the old ones once,
  * as it would have an instant earlier).
  * Returns 0 (written), 1 (the entry was gone: made anew), 2 (no message),
- * 3 (no entry: made and gone at once).
+ * 3 (no entry: made and gone at once), 4 (not a search's result: nothing
+ * written).
  */
+static __always_inline bool save_valid(const struct sp_pmtu_save *m)
+{
+	/* What a search ends in (pmtu_search.c), and no more probes than
+	 * one search sends: whoever else can run this program (root, with
+	 * bpftool) writes nothing a connection or the persist file would
+	 * misread. */
+	if ((m->state != SP_PM_S_SEARCHED && m->state != SP_PM_S_NOPROBE) || m->searched > 1 ||
+	    m->method > SP_PM_M_SYN || m->port > 65535 || m->probes > SP_PM_MAX_PROBES ||
+	    m->probe_bytes > SP_PM_MAX_PROBES * 65536)
+		return false;
+	if (!m->searched)
+		return true;
+	return m->low >= 68 && m->low <= 65535 && (!m->high || (m->high > m->low && m->high <= 65536)) &&
+	       (!m->route_mtu || m->route_mtu == m->low);
+}
+
 SEC("tc")
 int sp_pmtu_save(struct __sk_buff *skb)
 {
@@ -825,6 +846,8 @@ int sp_pmtu_save(struct __sk_buff *skb)
 
 	if (bpf_skb_load_bytes(skb, 14, &m, sizeof(m)))
 		return 2;
+	if (!save_valid(&m))
+		return 4;
 	/* The entry as the search alone would make it. */
 	fresh.state = m.state;
 	fresh.updated_ns = m.updated_ns;
@@ -864,6 +887,11 @@ int sp_pmtu_save(struct __sk_buff *skb)
 	e->updated_ns = m.updated_ns;
 	barrier();
 	e->state = m.state;
+	/* A connection that proved a larger MTU (prove()) between the
+	 * writes above left a low at or past the search's high: it passed,
+	 * so that high is out of date, as prove() itself would say. */
+	if (m.searched && e->high && e->high <= e->low)
+		e->high = 0;
 	return 0;
 }
 

@@ -443,6 +443,8 @@ struct sp_pmtu_entry {
  * sockops side keeps there (clamped, asked_ns, prover_t) are never written
  * back over with what they were when the loader last read them.
  */
+#define SP_PM_MAX_PROBES 64	/* probes a search sends, whatever the tunables say */
+
 struct sp_pmtu_save {
 	struct sp_pmtu_key key;
 	__u64 updated_ns;

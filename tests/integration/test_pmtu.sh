@@ -769,11 +769,12 @@ import struct,sys; sys.stdout.write(" ".join("%02x" % b for b in
 	# The message (struct sp_pmtu_save) after 14 bytes of Ethernet header:
 	# SEARCHED, low 1450, high 1451, route_mtu 0, SYN to port 80, 2 probes
 	# of 3000 bytes, updated_ns now + 9.
-	save() { # save STATE SEARCHED [ADDR as a u32]: the program's return value
+	save() { # save STATE SEARCHED [ADDR as a u32 [LOW HIGH]]: the program's return value
 		"$PYTHON3" -c 'import struct,sys
 k=struct.pack("<QI4I4x", 77, 2, int(sys.argv[3]), 0, 0, 0)
 sys.stdout.buffer.write(bytes(14) + k + struct.pack("<Q10I", int(sys.argv[4]) + 9, int(sys.argv[1]),
-	int(sys.argv[2]), 1450, 1451, 0, 2, 80, 2, 3000, 0))' "$1" "$2" "${3:-25354}" "$now" >"$TMP/msg"
+	int(sys.argv[2]), int(sys.argv[5]), int(sys.argv[6]), 0, 2, 80, 2, 3000, 0))' \
+			"$1" "$2" "${3:-25354}" "$now" "${4:-1450}" "${5:-1451}" >"$TMP/msg"
 		bpftool prog run id "$prog" data_in "$TMP/msg" repeat 1 | sed -n 's/^Return value: \([0-9]*\).*/\1/p'
 	}
 	entry() { bpftool map lookup pinned "$PIN/pmtu_dsts" key hex $key -j | jq -c ".formatted.value | $1"; }
@@ -787,6 +788,14 @@ sys.stdout.buffer.write(bytes(14) + k + struct.pack("<Q10I", int(sys.argv[4]) + 
 	assert_eq "$(save 3 0)" 0 "sp_pmtu_save of a search nothing answered"
 	assert_eq "$(entry '[.state, .low, .high, .clamped, .prover_t]')" "[3,1450,1451,7,1234]" \
 		"entry after a search nothing answered"
+	# What no search ends in (root can run the program too): refused,
+	# nothing written. A state of no search's; an MTU past 65535 (its
+	# MSS, on connect, past what TCP takes); a high at or below the low.
+	assert_eq "$(save 99 1)" 4 "sp_pmtu_save of state 99"
+	assert_eq "$(save 2 1 25354 4294967295 0)" 4 "sp_pmtu_save of low 2^32-1"
+	assert_eq "$(save 2 1 25354 1450 1450)" 4 "sp_pmtu_save of high = low"
+	assert_eq "$(entry '[.state, .low, .high, .probes]')" "[3,1450,1451,7]" \
+		"entry after refused saves"
 	# An entry evicted while it was searched (11.99.0.0, never made): made
 	# anew, with only the search's.
 	assert_eq "$(save 2 1 25355)" 1 "sp_pmtu_save where the entry is gone"

@@ -29,7 +29,6 @@
 
 #define MAX_PENDING PMTU_MAX_PENDING
 #define MAX_SEARCHES PMTU_MAX_SEARCHES
-#define MAX_SENT 64	/* probes per search, whatever the tunables say */
 #define NS 1000000000ULL
 
 /* A slot of the instance's searches; its timer and probe socket carry it as ctx. */
@@ -72,7 +71,7 @@ _Static_assert(sizeof(struct sp_pmtu_save) == 80 && offsetof(struct sp_pmtu_save
  * sp_pmtu_save (bpf/pmtu.bpf.c): a read here and a write of the whole entry
  * would undo what connections wrote in between.
  */
-static void save(struct pmtu_search *s, __u8 state, __u32 low, __u32 high, __u32 route_mtu)
+static int save(struct pmtu_search *s, __u8 state, __u32 low, __u32 high, __u32 route_mtu)
 {
 	struct {
 		char eth[14];
@@ -96,9 +95,12 @@ static void save(struct pmtu_search *s, __u8 state, __u32 low, __u32 high, __u32
 		in.m.port = s->method == PM_SYN ? s->ev.dport : 0;
 	}
 	err = bpf_prog_test_run_opts(bpf_program__fd(s->st->skel->progs.sp_pmtu_save), &opts);
-	if (err || opts.retval > 1)
-		sp_log(SP_LOG_WARN, "pmtu: saving what the search of %s found: %s", s->a,
-		       err ? strerror(errno) : opts.retval == 2 ? "message too short" : "no entry");
+	if (!err && opts.retval <= 1)
+		return 0;
+	sp_log(SP_LOG_WARN, "pmtu: saving what the search of %s found: %s", s->a,
+	       err ? strerror(errno) : opts.retval == 2 ? "message too short" :
+	       opts.retval == 4 ? "refused as no search's result" : "no entry");
+	return -1;
 }
 
 static void finish(struct pmtu_search *s)
@@ -114,7 +116,11 @@ static void finish(struct pmtu_search *s)
 		else if (err < 0)
 			sp_log(SP_LOG_WARN, "pmtu: route mtu %u to %s: %s", s->low, s->a, strerror(-err));
 	}
-	save(s, SP_PM_S_SEARCHED, s->low, high, route_mtu);
+	/* Unsaved, a route would say what the entry does not: it goes. */
+	if (save(s, SP_PM_S_SEARCHED, s->low, high, route_mtu) && route_mtu) {
+		pmtu_route_forget(s->st, &s->ev.key);
+		route_mtu = 0;
+	}
 	sp_log(SP_LOG_INFO, "pmtu: %s: path MTU %u%s (%u probes, %u bytes, by %s%s)", s->a, s->low,
 	       high ? "" : ", as the route's", s->sent, s->bytes,
 	       s->method == PM_SYN ? "TCP SYN" : "ICMP echo", route_mtu ? ", route MTU set" : "");
@@ -144,7 +150,7 @@ static void lost_path(struct pmtu_search *s)
 /* The next size between low and high, or the end of the search. */
 static bool next_size(struct pmtu_search *s)
 {
-	if (s->high - s->low < s->c.threshold || s->sent >= MAX_SENT) {
+	if (s->high - s->low < s->c.threshold || s->sent >= SP_PM_MAX_PROBES) {
 		/* Every size above the base lost: a path at the base size, or one
 		 * that went away during the search (a link down, a route
 		 * changed). The base size again tells which; without it a
