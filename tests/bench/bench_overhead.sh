@@ -118,14 +118,21 @@ pair() {
 	else b=$($m "$CG" "$@"); a=$($m "$CG-off" "$@"); fi
 	echo "$a $b"
 }
-# "without with" lines in, the ratios' summary out: "median (quartiles) |
-# pairs at 0.99 or more".
+# "without with" lines in, the ratios' summary out: "median [95% interval]
+# (quartiles) | pairs at 0.99 or more". The interval is the median's
+# distribution-free one, between the order statistics n/2 -+ 0.98 sqrt(n)
+# (binomial, normal approximation): whether a run of pairs can tell a
+# ratio from 0.99 at all. 48 pairs scatter about +-0.005 around theirs.
 pair_summary() {
 	awk '$1 > 0 { print $2 / $1 }' | sort -g | awk '
 		{ r[NR] = $1; if ($1 >= 0.99) k++ }
 		END {
 			m = (NR % 2) ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2
-			printf "%.3f (%.3f-%.3f) | %d of %d", m, r[int((NR + 3) / 4)], r[int((3 * NR + 3) / 4)], k, NR
+			h = 0.98 * sqrt(NR); lo = int(NR / 2 - h); hi = int(NR / 2 + 1 + h + 0.999)
+			if (lo < 1) lo = 1
+			if (hi > NR) hi = NR
+			printf "%.3f [%.3f-%.3f] (%.3f-%.3f) | %d of %d", m, r[lo], r[hi],
+				r[int((NR + 3) / 4)], r[int((3 * NR + 3) / 4)], k, NR
 		}'
 }
 on_exit "rmdir $CG-off"
@@ -197,9 +204,9 @@ echo
 echo "Paired, the headline for the connection rate: $PAIRS pairs of $PAIR_CONNS fetches a set of modules,"
 echo "stackpilot attached throughout, one run of a pair from the attached cgroup and one from a sibling"
 echo "cgroup it is not attached to, adjacent in time. Ratio with / without: the median over the pairs"
-echo "and its quartiles; cost: what a connection took longer, from the pairs' mean rates."
+echo "with its 95% interval and its quartiles; cost: what a connection took longer, from the pairs' mean rates."
 echo
-echo "| attached (emptyN: N empty programs) | connection rate, with / without (quartiles) | pairs at 0.99 or more | cost per connection, us |"
+echo "| attached (emptyN: N empty programs) | connection rate, with / without [95% interval] (quartiles) | pairs at 0.99 or more | cost per connection, us |"
 echo "|---|---|---|---|"
 for set in $PAIR_SETS; do
 	printf '| %s | %s | %s |\n' "$set" "$(awk -v s="$set" '$1 == s { print $2, $3 }' "$TMP/pairs" | pair_summary)" \
@@ -210,7 +217,7 @@ if [ "$TPUT_PAIRS" -gt 0 ]; then
 	echo "Throughput paired: $TPUT_PAIRS pairs of ${SECS} s iperf3 runs, the defaults attached throughout, one run"
 	echo "from the attached cgroup and one from the sibling, adjacent in time."
 	echo
-	echo "| attached | throughput, with / without (quartiles) | pairs at 0.99 or more | Gbit/s without, with (medians) |"
+	echo "| attached | throughput, with / without [95% interval] (quartiles) | pairs at 0.99 or more | Gbit/s without, with (medians) |"
 	echo "|---|---|---|---|"
 	printf '| tcpstats,rehash,pmtu | %s | %.2f, %.2f |\n' "$(pair_summary <"$TMP/tpairs")" \
 		"$(awk '{ print $1 }' "$TMP/tpairs" | median)" "$(awk '{ print $2 }' "$TMP/tpairs" | median)"
