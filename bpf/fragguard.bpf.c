@@ -1062,8 +1062,11 @@ static __always_inline bool within_share(__u64 age, __u64 base, __s64 used, __u6
 	if (a > b)
 		return false;
 	left = cap - (used < 0 ? 0 : used);
-	scale2(&cap, &left, 38);
-	scale2(&b, &a, 24);
+	/* Two compares where nothing is large (every real sysctl). */
+	if (cap >> 38)
+		scale2(&cap, &left, 38);
+	if (b >> 24)
+		scale2(&b, &a, 24);
 	return a * cap <= b * left;
 }
 
