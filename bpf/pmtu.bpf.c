@@ -834,8 +834,7 @@ static __always_inline bool save_valid(const struct sp_pmtu_save *m)
 		return false;
 	if (!m->searched)
 		return true;
-	return m->low >= 68 && m->low <= 65535 && (!m->high || (m->high > m->low && m->high <= 65536)) &&
-	       (!m->route_mtu || m->route_mtu == m->low);
+	return m->low && sp_pm_bounds_ok(m->low, m->high) && (!m->route_mtu || m->route_mtu == m->low);
 }
 
 SEC("tc")

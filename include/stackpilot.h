@@ -445,6 +445,15 @@ struct sp_pmtu_entry {
  */
 #define SP_PM_MAX_PROBES 64	/* probes a search sends, whatever the tunables say */
 
+/* A pmtu entry's bounds as the BPF side ever stores them (0: none): an
+ * MTU from IPv4's minimum up, a failing size above the passing one. Both
+ * the program that saves a search (sp_pmtu_save) and the persist file's
+ * reader hold what they are given to this. */
+static inline bool sp_pm_bounds_ok(__u32 low, __u32 high)
+{
+	return (!low || (low >= 68 && low <= 65535)) && (!high || (high > low && high <= 65536));
+}
+
 struct sp_pmtu_save {
 	struct sp_pmtu_key key;
 	__u64 updated_ns;

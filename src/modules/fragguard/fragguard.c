@@ -318,21 +318,19 @@ static int read_num(const char *path, const char *tag, unsigned long long *v)
 
 	if (!f)
 		return -1;
-	while (err && fgets(line, sizeof(line), f)) {
+	while (fgets(line, sizeof(line), f)) {
 		const char *p = line;
 
 		if (strncmp(line, tag, strlen(tag)))
 			continue;
-		p += strlen(tag);
-		if (*tag) /* "FRAG: inuse N memory M": M */
-			p = strstr(p, " memory ");
-		if (!p)
-			break;
-		if (*tag)
+		/* "FRAG: inuse N memory M": M */
+		if (*tag && (p = strstr(line + strlen(tag), " memory ")))
 			p += strlen(" memory ");
-		errno = 0;
-		*v = strtoull(p, &end, 10);
-		err = end == p || errno ? -1 : 0;
+		if (p) {
+			errno = 0;
+			*v = strtoull(p, &end, 10);
+			err = end == p || errno ? -1 : 0;
+		}
 		break;
 	}
 	fclose(f);

@@ -239,7 +239,7 @@ static bool parse_dst(struct sp_persist_reader *r, char *line, struct sp_pmtu_ke
 	if (have != 7)
 		return sp_persist_bad(r, "netns=, low= and expires= are needed"), false;
 	/* What the BPF side would never store: an MTU below IPv4's minimum. */
-	if ((e->low && e->low < 68) || (e->high && e->high <= e->low))
+	if (!sp_pm_bounds_ok(e->low, e->high))
 		return sp_persist_bad(r, "low=%u high=%u: not a possible MTU pair", e->low, e->high), false;
 	return true;
 }
