@@ -92,6 +92,8 @@ struct ask_bucket {
 struct sk_state {
 	__u64 acked_at_rto;	/* bytes_acked at the last RTO */
 	__u32 klow;		/* fexit: the kernel's search_low when last seen (0: not yet) */
+	__u32 check_low;	/* its destination's low at connect, unclamped: at establishment
+				 * it has nothing to prove if this is at least its route's MTU */
 	__u8 learned;
 	__u8 suspected;
 	__u8 passive;
@@ -302,55 +304,124 @@ static __always_inline struct sp_pmtu_entry *ask(struct bpf_sock_ops *skops, con
 static __always_inline struct sp_pmtu_entry *ask_unknown(struct bpf_sock_ops *skops,
 							 const struct cfg *c,
 							 const struct sp_pmtu_key *k,
-							 const __u32 *full, struct sp_pmtu_entry *e)
+							 const __u32 *full, struct sp_pmtu_entry *e,
+							 __u64 now)
 {
-	__u64 now = bpf_ktime_get_ns();
-
 	if (!e || !e->low || !fresh(e, c, now))
 		e = ask(skops, c, k, full, e, now);
 	return e;
 }
 
-/* A connection starts (TCP_CONNECT_CB): clamped to what its destination passed. */
-static __always_inline void on_connect(struct bpf_sock_ops *skops)
+enum role {
+	PM_WAIT,	/* waits for its proof: storage, RTT_CB until learn_kb */
+	PM_NOTHING,	/* can teach nothing */
+	PM_LEFT,	/* leaves its proof to another connection (proves at an RTO, or a close seen) */
+	PM_LATER,	/* decided at establishment (a kernel that cannot clamp) */
+};
+
+/*
+ * Set by the loader where bpf_setsockopt() takes TCP_MAXSEG (6.1 on,
+ * probe.c): a connecting socket's role is then decided at TCP_CONNECT_CB
+ * (on_connect). Elsewhere no connection is clamped, and what it can teach
+ * depends on its route's MTU, known only once tcp_connect_init() has run:
+ * its establishment decides, with a lookup of its own.
+ */
+const volatile bool sp_kernel_clamps = true;
+
+/*
+ * A destination's proof is one connection's work: the first to claim it in
+ * SP_PM_PROVER_T waits for its proof, the others leave it (see proof_role).
+ * now in ns.
+ */
+static __always_inline enum role claim(struct sp_pmtu_entry *e, __u64 now_ns)
+{
+	__u32 now = now_ns >> 20;
+
+#ifndef SP_MUTANT_PM_EVERY_PROVER	/* make mutants: every connection waits for its proof */
+	/* 0: never claimed (a restored entry starts so). Written from
+	 * outside, it can only make a connection leave its proof. */
+	if (e->prover_t && now - e->prover_t < SP_PM_PROVER_T)
+		return PM_LEFT;
+#endif
+	/* Two CPUs may both claim it: two provers, no harm. */
+	e->prover_t = now ? now : 1;
+	return PM_WAIT;
+}
+
+/*
+ * A connection starts (TCP_CONNECT_CB): clamped to what its destination
+ * passed, and its role in the destination's proof decided from the same
+ * lookup, so that its establishment reads no map (pmtu_ops): that second
+ * lookup was a fifth of what the modules cost a short connection
+ * (docs/bench/overhead.md). Not where the kernel cannot clamp
+ * (sp_kernel_clamps). A clamped connection's segments are at most
+ * low (the clamp bounds mss_clamp, and with it the kernel's own probing's
+ * search_high): nothing above low to prove. An unclamped one (enforce
+ * off, a low past what TCP_MAXSEG takes) to a destination with a low
+ * claims like one to an unproved destination, and its establishment lets
+ * it go if low is at least its route's MTU (check_low; icsk_pmtu_cookie
+ * is set only after this callback, in tcp_connect_init). A connect that
+ * fails after claiming leaves the destination without a prover for
+ * SP_PM_PROVER_T: the next second's first connection claims it.
+ * Sets *check_low for the establishment to compare.
+ */
+static __always_inline enum role on_connect(struct bpf_sock_ops *skops, __u32 *check_low)
 {
 	struct sp_pmtu_key k;
 	struct sp_pmtu_entry *e;
-	__u32 full[4];
+	__u32 full[4], low;
 	struct cfg c;
+	__u64 now;
 	int mss;
 
 	sp_count(&pmtu_ctr, SP_PM_CONNECTS, 1);
 	read_cfg(&c);
 	if (make_key(skops, &c, &k, full))
-		return;
+		return PM_NOTHING;	/* loopback, link-local: nothing to learn */
 	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
-	ask_unknown(skops, &c, &k, full, e);
+	now = bpf_ktime_get_ns();
+	if (!e || !e->low) {
+		e = ask_unknown(skops, &c, &k, full, e, now);
+		if (!sp_kernel_clamps)
+			return PM_LATER;
+		/* No entry (searches off): this one may make it. */
+		return e ? claim(e, now) : PM_WAIT;
+	}
 	/* An expired low still clamps while its entry is searched again: it
 	 * passed, and starting above it is what may stall. */
-	if (!e || !e->low)
-		return;
+	if (!fresh(e, &c, now))
+		ask(skops, &c, &k, full, e, now);
+	low = e->low;
+	/* IPv6 never below its minimum MTU, whatever the map says. */
+	mss = (k.family == AF_INET ? (low < 576 ? 576 : low) - 40
+				   : (low < 1280 ? 1280 : low) - 60);
 	if (!c.enforce) {
 		sp_count(&pmtu_ctr, SP_PM_WOULD_CLAMP, 1);
-		return;
+		goto unclamped;
 	}
 #ifdef SP_MUTANT_PM_NO_CLAMP	/* make mutants: learned, never applied */
-	return;
+	goto unclamped;
 #endif
-	/* IPv6 never below its minimum MTU, whatever the map says. */
-	mss = (k.family == AF_INET ? (e->low < 576 ? 576 : e->low) - 40
-				   : (e->low < 1280 ? 1280 : e->low) - 60);
 	/* Past the largest MSS TCP takes (MAX_TCP_WINDOW), or no MTU at all
 	 * (bpftool's): nothing to clamp. A local address's 65535 is one. */
-	if (e->low > 65535 || mss > 32767)
-		return;
-	if (!bpf_setsockopt(skops, SOL_TCP, TCP_MAXSEG, &mss, sizeof(mss))) {
-		__sync_fetch_and_add(&e->clamped, 1);
-		sp_count(&pmtu_ctr, SP_PM_CLAMPED, 1);
-	} else {
+	if (low > 65535 || mss > 32767)
+		goto unclamped;
+	if (bpf_setsockopt(skops, SOL_TCP, TCP_MAXSEG, &mss, sizeof(mss))) {
 		/* Before 6.1 bpf_setsockopt() takes no TCP_MAXSEG (probe.c). */
 		sp_count(&pmtu_ctr, SP_PM_CLAMP_REFUSED, 1);
+		goto unclamped;
 	}
+	__sync_fetch_and_add(&e->clamped, 1);
+	sp_count(&pmtu_ctr, SP_PM_CLAMPED, 1);
+	/* Clamped at low: nothing to prove. Below the family's minimum,
+	 * clamped above low: what it passes may raise it. */
+	if (mss + (k.family == AF_INET ? 40 : 60) <= low)
+		return PM_NOTHING;
+unclamped:
+	if (!sp_kernel_clamps)
+		return PM_LATER;
+	*check_low = low;
+	return claim(e, now);
 }
 
 /* The connection has delivered learn_kb (since its last RTO): what its
@@ -484,14 +555,8 @@ static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *
 	sp_count(&pmtu_ctr, SP_PM_SUSPECTS, 1);
 }
 
-enum role {
-	PM_WAIT,	/* waits for its proof: storage, RTT_CB until learn_kb */
-	PM_NOTHING,	/* can teach nothing */
-	PM_LEFT,	/* leaves its proof to another connection (proves at an RTO, or a close seen) */
-};
-
 /*
- * At establishment (and at a first RTO, with claim false): a connection can
+ * At an accepted connection's establishment (and at a first RTO, with claim false): a connection can
  * teach nothing (on_rtt) when what it could prove is known already: the
  * destination's low is at least the route's MTU the connection starts with
  * (icsk_pmtu_cookie: what it sends is at most that), or it was accepted and
@@ -511,35 +576,26 @@ enum role {
  * next second's first connection gives if it is a long one.
  */
 static __always_inline enum role proof_role(struct bpf_sock *bsk, struct sp_pmtu_entry *e,
-					    bool passive, bool claim)
+					    bool passive, bool with_claim)
 {
 	struct tcp_sock *tp;
-	__u32 now;
 
 	if (!e)
 		return passive ? PM_NOTHING : PM_WAIT;
 	tp = bpf_skc_to_tcp_sock(bsk);
 	if (tp && e->low && e->low >= tp->inet_conn.icsk_pmtu_cookie)
 		return PM_NOTHING;
-	if (!claim)
+	if (!with_claim)
 		return PM_WAIT;
-	now = bpf_ktime_get_ns() >> 20;
-#ifndef SP_MUTANT_PM_EVERY_PROVER	/* make mutants: every connection waits for its proof */
-	/* 0: never claimed (a restored entry starts so). Written from
-	 * outside, it can only make a connection leave its proof. */
-	if (e->prover_t && now - e->prover_t < SP_PM_PROVER_T)
-		return PM_LEFT;
-#endif
-	/* Two CPUs may both claim it: two provers, no harm. */
-	e->prover_t = now ? now : 1;
-	return PM_WAIT;
+	return claim(e, bpf_ktime_get_ns());
 }
 
 /*
- * The connection's establishment: an accepted one first asks for its
- * client as a connecting one did for its destination at TCP_CONNECT_CB
- * (after the handshake TCP_MAXSEG changes nothing: the ask is all), and
- * the one lookup serves the ask and the role.
+ * The establishment of an accepted connection, or of a connecting one
+ * whose role TCP_CONNECT_CB left to it (PM_LATER). An accepted one first
+ * asks for its client as a connecting one did for its destination at
+ * TCP_CONNECT_CB (after the handshake TCP_MAXSEG changes nothing: the ask
+ * is all), and the one lookup serves the ask and the role.
  */
 static __always_inline enum role on_established(struct bpf_sock_ops *skops, struct bpf_sock *bsk,
 						bool passive)
@@ -556,7 +612,7 @@ static __always_inline enum role on_established(struct bpf_sock_ops *skops, stru
 		return PM_NOTHING;
 	e = bpf_map_lookup_elem(&pmtu_dsts, &k);
 	if (passive)
-		e = ask_unknown(skops, &c, &k, full, e);
+		e = ask_unknown(skops, &c, &k, full, e, bpf_ktime_get_ns());
 	return bsk ? proof_role(bsk, e, passive, true) : PM_NOTHING;
 }
 
@@ -584,55 +640,97 @@ static __always_inline bool waits_after_rto(struct bpf_sock_ops *skops, struct b
  */
 const volatile bool sp_kernel_hooks = false;
 
+/*
+ * A connection takes its role (at TCP_CONNECT_CB if it connects, at its
+ * establishment if accepted): one that waits for its proof gets storage
+ * (and RTT_CB once established); with the fexit programs loaded, every
+ * connection does (sp_kernel_hooks). No STATE_CB (proof_role()): a close
+ * another module asked for still proves what a connection that left its
+ * proof delivered (on_close).
+ */
+static __always_inline struct sk_state *take_role(struct bpf_sock_ops *skops,
+						  struct bpf_sock *bsk, enum role role,
+						  bool passive, __u32 check_low)
+{
+	struct sk_state *s;
+
+#ifdef SP_MUTANT_PM_ALWAYS_RTT	/* make mutants: every connection waits for its proof */
+	role = PM_WAIT;
+#endif
+	if (role == PM_LEFT)
+		sp_count(&pmtu_ctr, SP_PM_PROOF_LEFT, 1);
+#ifdef SP_MUTANT_PM_LEFT_STATE	/* make mutants: one that left its proof asks for its close */
+	if (role == PM_LEFT)
+		sp_cb_flags_or(skops, BPF_SOCK_OPS_STATE_CB_FLAG);
+#endif
+#ifndef SP_MUTANT_PM_EAGER_STATE	/* make mutants: every connection gets its storage at once */
+	if (!sp_kernel_hooks && role != PM_WAIT)
+		return NULL;
+#endif
+	s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+	if (s) {
+		s->passive = passive;
+		/* on_rtt then returns at once, should another module's ask bring RTT_CB. */
+		s->learned = role != PM_WAIT;
+		s->left = role == PM_LEFT;
+		s->check_low = role == PM_WAIT ? check_low : 0;
+	}
+	return s;
+}
+
+/* Established, with storage: it waits for its proof from here (RTT_CB). */
+static __always_inline void established(struct bpf_sock_ops *skops, struct bpf_sock *bsk,
+					struct sk_state *s)
+{
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(bsk);
+
+	if (tp) {
+		/* Where the kernel's own probing starts (fexit/tcp_sync_mss). */
+		s->klow = tp->inet_conn.icsk_mtup.search_low;
+		/* Unclamped at connect: nothing to prove if its destination's
+		 * low is at least its route's MTU (on_connect). */
+#ifndef SP_MUTANT_PM_UNCLAMPED_WAITS	/* make mutants: an unclamped connection to a proved destination waits */
+		if (s->check_low && s->check_low >= tp->inet_conn.icsk_pmtu_cookie)
+			s->learned = 1;
+#endif
+		s->check_low = 0;
+	}
+	if (!s->learned)
+		sp_rtt_want(skops, SP_RTT_PMTU, true);
+}
+
 static __always_inline int pmtu_ops(struct bpf_sock_ops *skops)
 {
 	struct bpf_sock *bsk = skops->sk;
 	struct sk_state *s = NULL;
+	__u32 check_low = 0;
 	enum role role;
-	bool passive;
 
 	switch (skops->op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
-		on_connect(skops);
+		role = on_connect(skops, &check_low);
+		if (bsk && role != PM_LATER)
+			take_role(skops, bsk, role, false, check_low);
 		return 1;
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
-	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
-		passive = skops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB;
-		role = on_established(skops, bsk, passive);
+		role = on_established(skops, bsk, true);
 		if (!bsk)
 			return 1;
-#ifdef SP_MUTANT_PM_ALWAYS_RTT	/* make mutants: every connection waits for its proof */
-		role = PM_WAIT;
-#endif
-		if (role == PM_LEFT)
-			sp_count(&pmtu_ctr, SP_PM_PROOF_LEFT, 1);
-		/* No STATE_CB (proof_role()): a close another module asked
-		 * for still proves what a connection that left its proof
-		 * delivered (on_close). */
-#ifdef SP_MUTANT_PM_LEFT_STATE	/* make mutants: one that left its proof asks for its close */
-		if (role == PM_LEFT)
-			sp_cb_flags_or(skops, BPF_SOCK_OPS_STATE_CB_FLAG);
-#endif
-		sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG);
-#ifndef SP_MUTANT_PM_EAGER_STATE	/* make mutants: every connection gets its storage at once */
-		if (!sp_kernel_hooks && role != PM_WAIT)
+		s = take_role(skops, bsk, role, true, 0);
+		break;
+	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
+		/* Its role was taken at TCP_CONNECT_CB: one that waits has
+		 * storage by now; one without has nothing to wait for (or
+		 * connected before pmtu was on). No map read here, but
+		 * where the kernel cannot clamp (PM_LATER). */
+		if (!bsk)
 			return 1;
+		s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, 0);
+#ifndef SP_MUTANT_PM_NO_LATER	/* make mutants: where the kernel cannot clamp, no connection waits */
+		if (!s && !sp_kernel_clamps)
+			s = take_role(skops, bsk, on_established(skops, bsk, false), false, 0);
 #endif
-		s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
-		if (s) {
-			struct tcp_sock *tp = bpf_skc_to_tcp_sock(bsk);
-
-			s->passive = passive;
-			/* Where the kernel's own probing starts (fexit/tcp_sync_mss). */
-			if (tp)
-				s->klow = tp->inet_conn.icsk_mtup.search_low;
-			/* on_rtt then returns at once, should another module's ask bring RTT_CB. */
-			s->learned = role != PM_WAIT;
-			s->left = role == PM_LEFT;
-		}
-		if (role == PM_WAIT)
-			sp_rtt_want(skops, SP_RTT_PMTU, true);
-		return 1;
+		break;
 	case BPF_SOCK_OPS_STATE_CB:
 		/* args[1]: the new state. At CLOSE (tcp_done: after the last
 		 * ACK, a reset, or as TIME_WAIT takes over) bytes_acked is all
@@ -653,6 +751,13 @@ static __always_inline int pmtu_ops(struct bpf_sock_ops *skops)
 	}
 	if (!bsk)
 		return 1;
+	if (skops->op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB ||
+	    skops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
+		sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG);
+		if (s)
+			established(skops, bsk, s);
+		return 1;
+	}
 	s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, 0);
 	if (skops->op == BPF_SOCK_OPS_RTT_CB) {
 		if (s)

@@ -151,12 +151,13 @@ t_overhead_rtt_shared() {
 		"rehash's RTT callbacks over 64 MiB with rounds off, beside pmtu"
 }
 
-# A connection that can teach pmtu nothing (its destination's low is at
-# least the route's MTU it starts with) asks for no per-ACK callback at
-# all: short connections to a learned destination run no RTT callback in
-# any module. One to a destination not known yet still waits for its proof.
-t_overhead_known_destination() {
-	local rtt
+# A connection that can teach pmtu nothing (clamped to its destination's
+# low, or that low is at least the route's MTU it starts with) asks for no
+# per-ACK callback at all: short connections to a learned destination run
+# no RTT callback in any module. One to a destination not known yet still
+# waits for its proof.
+known_destination() {
+	local rtt left
 	netns_pair; make_cgroup
 	tcp_server 5201
 	sp_start --cgroup "$CG" --modules rehash,pmtu
@@ -171,7 +172,24 @@ t_overhead_known_destination() {
 	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client fd77::2 5201 4000 1 >/dev/null || fail "IPv6 connection: exit $?"
 	assert_ge $(( $(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other') - rtt )) 1 \
 		"RTT callbacks of a connection to a destination pmtu has not learned"
+	# Unclamped (enforce off, or a kernel whose bpf_setsockopt() takes no
+	# TCP_MAXSEG): the connection that claims the destination's proof at
+	# connect (one a second) lets it go at establishment, where it sees
+	# its route's MTU is no more than low. Past the last claim first.
+	sp_ctl set pmtu.enforce=0 >/dev/null || fail "set pmtu.enforce=0"
+	sleep 1.1
+	rtt=$(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other')
+	left=$(sp_num '.modules.pmtu.proofs_left_to_another')
+	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 4000 5 >/dev/null || fail "unclamped connections: exit $?"
+	assert_le $(( $(sp_num '.modules.pmtu.proofs_left_to_another') - left )) 4 \
+		"of 5 unclamped connections to a learned destination, those that left their proof (one claims it)"
+	assert_eq $(( $(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other') - rtt )) 0 \
+		"RTT callbacks of 5 unclamped connections to a learned destination"
 }
+t_overhead_known_destination() { known_destination; }
+# The same where the kernel cannot clamp (before 6.1): each connection's
+# role is decided at its establishment, by its route's MTU.
+t_overhead_known_destination_no_clamp() { SP_PROBE_OFF=sockops_maxseg known_destination; }
 
 # A loopback destination teaches pmtu nothing (nothing is searched there):
 # its connections wait for no proof, so ask for no per-ACK callback.

@@ -108,6 +108,8 @@ static int start(struct sp_run *run, void **inst)
 	/* The fexit programs find the cgroup's sockets by their socket storage:
 	 * with them, every connection gets one. */
 	st->skel->rodata->sp_kernel_hooks = sp_has(SP_F_FENTRY_SK);
+	/* Where TCP_MAXSEG cannot clamp, a connection's role waits for its route. */
+	st->skel->rodata->sp_kernel_clamps = sp_has(SP_F_MAXSEG);
 	if (!sp_has(SP_F_FENTRY_SK)) {
 		bpf_program__set_autoload(st->skel->progs.sp_pmtu_icmp4, false);
 		bpf_program__set_autoload(st->skel->progs.sp_pmtu_icmp6, false);
