@@ -399,6 +399,12 @@ static __always_inline enum role on_connect(struct bpf_sock_ops *skops, __u32 *c
 		sp_count(&pmtu_ctr, SP_PM_WOULD_CLAMP, 1);
 		goto unclamped;
 	}
+	/* Before 6.1 bpf_setsockopt() takes no TCP_MAXSEG (probe.c): the
+	 * kernel would refuse it. */
+	if (!sp_kernel_clamps) {
+		sp_count(&pmtu_ctr, SP_PM_CLAMP_REFUSED, 1);
+		goto unclamped;
+	}
 #ifdef SP_MUTANT_PM_NO_CLAMP	/* make mutants: learned, never applied */
 	goto unclamped;
 #endif
@@ -407,7 +413,6 @@ static __always_inline enum role on_connect(struct bpf_sock_ops *skops, __u32 *c
 	if (low > 65535 || mss > 32767)
 		goto unclamped;
 	if (bpf_setsockopt(skops, SOL_TCP, TCP_MAXSEG, &mss, sizeof(mss))) {
-		/* Before 6.1 bpf_setsockopt() takes no TCP_MAXSEG (probe.c). */
 		sp_count(&pmtu_ctr, SP_PM_CLAMP_REFUSED, 1);
 		goto unclamped;
 	}
@@ -633,7 +638,7 @@ static __always_inline bool waits_after_rto(struct bpf_sock_ops *skops, struct b
 /*
  * Set by the loader where the fexit programs are loaded (fentry kernels):
  * they know a connection of the cgroup by its pmtu_sk storage, so there
- * every connection gets one at establishment. Elsewhere a connection with
+ * every connection gets one when it takes its role (take_role). Elsewhere a connection with
  * nothing to learn gets none until its first RTO (on_rto() is all that
  * would read it): the first per-socket storage is most of what stackpilot
  * costs a short connection (docs/bench/overhead.md).
@@ -663,19 +668,29 @@ static __always_inline struct sk_state *take_role(struct bpf_sock_ops *skops,
 	if (role == PM_LEFT)
 		sp_cb_flags_or(skops, BPF_SOCK_OPS_STATE_CB_FLAG);
 #endif
-#ifndef SP_MUTANT_PM_EAGER_STATE	/* make mutants: every connection gets its storage at once */
-	if (!sp_kernel_hooks && role != PM_WAIT)
+	bool make = sp_kernel_hooks || role == PM_WAIT;
+
+#ifdef SP_MUTANT_PM_EAGER_STATE	/* make mutants: every connection gets its storage at once */
+	make = true;
+#endif
+	/* Storage a socket kept from an earlier connect (one that failed,
+	 * or a disconnect) is this connection's from now on: all of it. */
+	s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, make ? BPF_SK_STORAGE_GET_F_CREATE : 0);
+#ifdef SP_MUTANT_PM_STALE_STORAGE
+	if (s && !make)
 		return NULL;
 #endif
-	s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
 	if (s) {
+#ifndef SP_MUTANT_PM_STALE_STORAGE	/* make mutants: a reconnected socket keeps its last role */
+		__builtin_memset(s, 0, sizeof(*s));
+#endif
 		s->passive = passive;
 		/* on_rtt then returns at once, should another module's ask bring RTT_CB. */
 		s->learned = role != PM_WAIT;
 		s->left = role == PM_LEFT;
 		s->check_low = role == PM_WAIT ? check_low : 0;
 	}
-	return s;
+	return make ? s : NULL;
 }
 
 /* Established, with storage: it waits for its proof from here (RTT_CB). */
@@ -725,9 +740,10 @@ static __always_inline int pmtu_ops(struct bpf_sock_ops *skops)
 		 * where the kernel cannot clamp (PM_LATER). */
 		if (!bsk)
 			return 1;
-		s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, 0);
+		if (sp_kernel_clamps)
+			s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, 0);
 #ifndef SP_MUTANT_PM_NO_LATER	/* make mutants: where the kernel cannot clamp, no connection waits */
-		if (!s && !sp_kernel_clamps)
+		if (!sp_kernel_clamps)
 			s = take_role(skops, bsk, on_established(skops, bsk, false), false, 0);
 #endif
 		break;
@@ -801,7 +817,7 @@ static __always_inline int pmtu_ops(struct bpf_sock_ops *skops)
 
 /*
  * What the kernel found for this cgroup's connection sk (it has pmtu_sk
- * storage: the sockops program made it at establishment; other sockets of
+ * storage: the sockops program made it at connect or establishment; other sockets of
  * the host are none of this instance's business): mtu passes (method
  * SP_PM_M_KERNEL) or is what a router said fits (SP_PM_M_ICMP, and then
  * mtu + 1 fails). Learned as a connection's proof is (on_rtt), but an ICMP

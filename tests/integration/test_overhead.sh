@@ -187,6 +187,38 @@ known_destination() {
 		"RTT callbacks of 5 unclamped connections to a learned destination"
 }
 t_overhead_known_destination() { known_destination; }
+
+# A socket connected again after a refused connect: the storage its first
+# connect made (it claimed an unproved destination's proof and was to wait)
+# is the second connection's, which left the proof to it: it waits for
+# nothing, so no RTT callback runs for it.
+t_overhead_reconnect_fresh_role() {
+	local rtt
+	# Where the kernel cannot clamp, roles are taken at establishment:
+	# a refused connect claims nothing there.
+	need_feature sockops_maxseg
+	netns_pair; make_cgroup
+	tcp_server 5201
+	sp_start --cgroup "$CG" --modules rehash,pmtu
+	sp_ctl set rehash.rounds=0 >/dev/null || fail "set rehash.rounds=0"
+	rtt=$(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other')
+	in_cgroup ip netns exec "$NS_A" python3 -c '
+import socket
+s = socket.socket(socket.AF_INET6)
+try:
+    s.connect(("fd77::2", 5999))
+    raise SystemExit("port 5999 answered")
+except ConnectionRefusedError:
+    pass
+s.connect(("fd77::2", 5201))
+s.sendall(b"x" * 4000)
+s.shutdown(socket.SHUT_WR)
+s.recv(1)
+' || fail "refused then connected: exit $?"
+	assert_eq "$(sp_num '.modules.pmtu.proofs_left_to_another')" 1 "connections that left the proof to the refused one"
+	assert_eq $(( $(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other') - rtt )) 0 \
+		"RTT callbacks of a connection made on a socket whose refused connect was to wait"
+}
 # The same where the kernel cannot clamp (before 6.1): each connection's
 # role is decided at its establishment, by its route's MTU.
 t_overhead_known_destination_no_clamp() { SP_PROBE_OFF=sockops_maxseg known_destination; }
