@@ -98,6 +98,7 @@ struct sk_state {
 	__u8 suspected;
 	__u8 passive;
 	__u8 left;	/* left its proof to another connection: proves at close */
+	__u8 rtt_asked;	/* pmtu asked for RTT_CB (want_rtt): a reconnect withdraws it */
 };
 
 struct {
@@ -468,6 +469,13 @@ static __always_inline void prove(struct bpf_sock_ops *skops, const struct cfg *
 	}
 }
 
+/* Ask for RTT_CB for this connection's proof. */
+static __always_inline void want_rtt(struct bpf_sock_ops *skops, struct sk_state *s)
+{
+	s->rtt_asked = 1;
+	sp_rtt_want(skops, SP_RTT_PMTU, true);
+}
+
 static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *s)
 {
 	struct cfg c;
@@ -561,7 +569,9 @@ static __always_inline void on_rto(struct bpf_sock_ops *skops, struct sk_state *
 }
 
 /*
- * At an accepted connection's establishment (and at a first RTO, with claim false): a connection can
+ * At an establishment (an accepted connection's, or a connecting one's
+ * where the kernel cannot clamp) and, with_claim false, at an RTO of one
+ * that waited for nothing: a connection can
  * teach nothing (on_rtt) when what it could prove is known already: the
  * destination's low is at least the route's MTU the connection starts with
  * (icsk_pmtu_cookie: what it sends is at most that), or it was accepted and
@@ -638,10 +648,11 @@ static __always_inline bool waits_after_rto(struct bpf_sock_ops *skops, struct b
 /*
  * Set by the loader where the fexit programs are loaded (fentry kernels):
  * they know a connection of the cgroup by its pmtu_sk storage, so there
- * every connection gets one when it takes its role (take_role). Elsewhere a connection with
- * nothing to learn gets none until its first RTO (on_rto() is all that
- * would read it): the first per-socket storage is most of what stackpilot
- * costs a short connection (docs/bench/overhead.md).
+ * every connection gets one when it takes its role (take_role).
+ * Elsewhere a connection with nothing to learn gets none until its first
+ * RTO (on_rto() is all that would read it): the first per-socket storage
+ * is most of what stackpilot costs a short connection
+ * (docs/bench/overhead.md).
  */
 const volatile bool sp_kernel_hooks = false;
 
@@ -681,6 +692,14 @@ static __always_inline struct sk_state *take_role(struct bpf_sock_ops *skops,
 		return NULL;
 #endif
 	if (s) {
+		/* The earlier connection's ask for RTT_CB (a disconnect while it
+		 * waited for its proof) survives it in the socket's flags: this
+		 * one asks again if it waits. Only on a reconnect: fresh storage
+		 * has rtt_asked 0. */
+#ifndef SP_MUTANT_PM_RTT_KEPT	/* make mutants: a reconnected socket keeps the last connection's RTT_CB */
+		if (s->rtt_asked)
+			sp_rtt_want(skops, SP_RTT_PMTU, false);
+#endif
 #ifndef SP_MUTANT_PM_STALE_STORAGE	/* make mutants: a reconnected socket keeps its last role */
 		__builtin_memset(s, 0, sizeof(*s));
 #endif
@@ -693,12 +712,20 @@ static __always_inline struct sk_state *take_role(struct bpf_sock_ops *skops,
 	return make ? s : NULL;
 }
 
-/* Established, with storage: it waits for its proof from here (RTT_CB). */
+/*
+ * Established (either way): RTO_CB for every connection (on_rto, and the
+ * proof of one that had nothing to learn until a black hole); with storage
+ * s, one that waits for its proof does from here (RTT_CB).
+ */
 static __always_inline void established(struct bpf_sock_ops *skops, struct bpf_sock *bsk,
 					struct sk_state *s)
 {
-	struct tcp_sock *tp = bpf_skc_to_tcp_sock(bsk);
+	struct tcp_sock *tp;
 
+	sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG);
+	if (!s)
+		return;
+	tp = bpf_skc_to_tcp_sock(bsk);
 	if (tp) {
 		/* Where the kernel's own probing starts (fexit/tcp_sync_mss). */
 		s->klow = tp->inet_conn.icsk_mtup.search_low;
@@ -708,10 +735,9 @@ static __always_inline void established(struct bpf_sock_ops *skops, struct bpf_s
 		if (s->check_low && s->check_low >= tp->inet_conn.icsk_pmtu_cookie)
 			s->learned = 1;
 #endif
-		s->check_low = 0;
 	}
 	if (!s->learned)
-		sp_rtt_want(skops, SP_RTT_PMTU, true);
+		want_rtt(skops, s);
 }
 
 static __always_inline int pmtu_ops(struct bpf_sock_ops *skops)
@@ -729,10 +755,9 @@ static __always_inline int pmtu_ops(struct bpf_sock_ops *skops)
 		return 1;
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
 		role = on_established(skops, bsk, true);
-		if (!bsk)
-			return 1;
-		s = take_role(skops, bsk, role, true, 0);
-		break;
+		if (bsk)
+			established(skops, bsk, take_role(skops, bsk, role, true, 0));
+		return 1;
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
 		/* Its role was taken at TCP_CONNECT_CB: one that waits has
 		 * storage by now; one without has nothing to wait for (or
@@ -740,13 +765,15 @@ static __always_inline int pmtu_ops(struct bpf_sock_ops *skops)
 		 * where the kernel cannot clamp (PM_LATER). */
 		if (!bsk)
 			return 1;
-		if (sp_kernel_clamps)
+		if (sp_kernel_clamps) {
 			s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, 0);
+		} else {
 #ifndef SP_MUTANT_PM_NO_LATER	/* make mutants: where the kernel cannot clamp, no connection waits */
-		if (!sp_kernel_clamps)
 			s = take_role(skops, bsk, on_established(skops, bsk, false), false, 0);
 #endif
-		break;
+		}
+		established(skops, bsk, s);
+		return 1;
 	case BPF_SOCK_OPS_STATE_CB:
 		/* args[1]: the new state. At CLOSE (tcp_done: after the last
 		 * ACK, a reset, or as TIME_WAIT takes over) bytes_acked is all
@@ -767,13 +794,6 @@ static __always_inline int pmtu_ops(struct bpf_sock_ops *skops)
 	}
 	if (!bsk)
 		return 1;
-	if (skops->op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB ||
-	    skops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
-		sp_cb_flags_or(skops, BPF_SOCK_OPS_RTO_CB_FLAG);
-		if (s)
-			established(skops, bsk, s);
-		return 1;
-	}
 	s = bpf_sk_storage_get(&pmtu_sk, bsk, NULL, 0);
 	if (skops->op == BPF_SOCK_OPS_RTT_CB) {
 		if (s)
@@ -807,7 +827,7 @@ static __always_inline int pmtu_ops(struct bpf_sock_ops *skops)
 		s->left = 0;
 		s->learned = !waits_after_rto(skops, bsk, s->passive);
 		if (!s->learned)
-			sp_rtt_want(skops, SP_RTT_PMTU, true);
+			want_rtt(skops, s);
 	}
 	on_rto(skops, s);
 	return 1;

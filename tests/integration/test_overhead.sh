@@ -13,6 +13,20 @@ runs_of() { num "$(sp_json "[.programs[] | select(.name == \"$1\") | .run_cnt] |
 # modules' (a tail call is no run of its own).
 sockops_runs() { runs_of sp_sockops; }
 
+# rtt_runs: RTT (per-ACK) callbacks of the cgroup's connections, every
+# module's: rehash counts each one it runs for (it runs for all of them,
+# behind the one sockops program), with state kept or not.
+rtt_runs() { sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other'; }
+
+# A server on B's port 5201, rehash and pmtu on the cgroup, rehash's rounds
+# off (they ask for RTT_CB of their own): what RTT callbacks run is pmtu's.
+rtt_setup() {
+	netns_pair; make_cgroup
+	tcp_server 5201
+	sp_start --cgroup "$CG" --modules rehash,pmtu
+	sp_ctl set rehash.rounds=0 >/dev/null || fail "set rehash.rounds=0"
+}
+
 # The names of the programs on $CG, a line each.
 cgroup_prog_names() {
 	local id
@@ -136,7 +150,7 @@ t_overhead_rtt_shared() {
 	sp_start --cgroup "$CG" --modules rehash,pmtu --bpf-stats
 	sp_ctl set rehash.rounds=3 >/dev/null || fail "set rehash.rounds=3"
 	bulk 64
-	rtt=$(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other')
+	rtt=$(rtt_runs)
 	# 64 MiB of full-size segments are hundreds of ACKs even with GRO and
 	# delayed ACKs (about 7 a MiB here): far more than pmtu's few before its proof.
 	assert_ge "$rtt" 100 "rehash's RTT callbacks over 64 MiB with rounds on, beside pmtu"
@@ -145,9 +159,9 @@ t_overhead_rtt_shared() {
 	# pmtu's proof, for rehash too.
 	sp_ctl set rehash.rounds=0 >/dev/null || fail "set rehash.rounds=0"
 	bulk 1
-	rtt=$(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other')
+	rtt=$(rtt_runs)
 	bulk 64
-	assert_le $(( $(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other') - rtt )) 64 \
+	assert_le $(( $(rtt_runs) - rtt )) 64 \
 		"rehash's RTT callbacks over 64 MiB with rounds off, beside pmtu"
 }
 
@@ -158,19 +172,16 @@ t_overhead_rtt_shared() {
 # waits for its proof.
 known_destination() {
 	local rtt left
-	netns_pair; make_cgroup
-	tcp_server 5201
-	sp_start --cgroup "$CG" --modules rehash,pmtu
-	sp_ctl set rehash.rounds=0 >/dev/null || fail "set rehash.rounds=0"
+	rtt_setup
 	bulk 8
 	assert_ge "$(sp_num '.modules.pmtu.learned_from_connections')" 1 "pmtu learned the destination"
-	rtt=$(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other')
+	rtt=$(rtt_runs)
 	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 4000 20 >/dev/null || fail "short connections: exit $?"
-	assert_eq $(( $(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other') - rtt )) 0 \
+	assert_eq $(( $(rtt_runs) - rtt )) 0 \
 		"RTT callbacks of 20 short connections to a learned destination"
-	rtt=$(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other')
+	rtt=$(rtt_runs)
 	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client fd77::2 5201 4000 1 >/dev/null || fail "IPv6 connection: exit $?"
-	assert_ge $(( $(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other') - rtt )) 1 \
+	assert_ge $(( $(rtt_runs) - rtt )) 1 \
 		"RTT callbacks of a connection to a destination pmtu has not learned"
 	# Unclamped (enforce off, or a kernel whose bpf_setsockopt() takes no
 	# TCP_MAXSEG): the connection that claims the destination's proof at
@@ -178,15 +189,18 @@ known_destination() {
 	# its route's MTU is no more than low. Past the last claim first.
 	sp_ctl set pmtu.enforce=0 >/dev/null || fail "set pmtu.enforce=0"
 	sleep 1.1
-	rtt=$(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other')
+	rtt=$(rtt_runs)
 	left=$(sp_num '.modules.pmtu.proofs_left_to_another')
 	in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client 10.77.0.2 5201 4000 5 >/dev/null || fail "unclamped connections: exit $?"
 	assert_le $(( $(sp_num '.modules.pmtu.proofs_left_to_another') - left )) 4 \
 		"of 5 unclamped connections to a learned destination, those that left their proof (one claims it)"
-	assert_eq $(( $(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other') - rtt )) 0 \
+	assert_eq $(( $(rtt_runs) - rtt )) 0 \
 		"RTT callbacks of 5 unclamped connections to a learned destination"
 }
 t_overhead_known_destination() { known_destination; }
+# The same where the kernel cannot clamp (before 6.1): each connection's
+# role is decided at its establishment, by its route's MTU.
+t_overhead_known_destination_no_clamp() { SP_PROBE_OFF=sockops_maxseg known_destination; }
 
 # A socket connected again after a refused connect: the storage its first
 # connect made (it claimed an unproved destination's proof and was to wait)
@@ -197,11 +211,8 @@ t_overhead_reconnect_fresh_role() {
 	# Where the kernel cannot clamp, roles are taken at establishment:
 	# a refused connect claims nothing there.
 	need_feature sockops_maxseg
-	netns_pair; make_cgroup
-	tcp_server 5201
-	sp_start --cgroup "$CG" --modules rehash,pmtu
-	sp_ctl set rehash.rounds=0 >/dev/null || fail "set rehash.rounds=0"
-	rtt=$(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other')
+	rtt_setup
+	rtt=$(rtt_runs)
 	in_cgroup ip netns exec "$NS_A" python3 -c '
 import socket
 s = socket.socket(socket.AF_INET6)
@@ -216,12 +227,41 @@ s.shutdown(socket.SHUT_WR)
 s.recv(1)
 ' || fail "refused then connected: exit $?"
 	assert_eq "$(sp_num '.modules.pmtu.proofs_left_to_another')" 1 "connections that left the proof to the refused one"
-	assert_eq $(( $(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other') - rtt )) 0 \
+	assert_eq $(( $(rtt_runs) - rtt )) 0 \
 		"RTT callbacks of a connection made on a socket whose refused connect was to wait"
 }
-# The same where the kernel cannot clamp (before 6.1): each connection's
-# role is decided at its establishment, by its route's MTU.
-t_overhead_known_destination_no_clamp() { SP_PROBE_OFF=sockops_maxseg known_destination; }
+
+# A socket disconnected (connect AF_UNSPEC) while its connection waited for
+# its proof, then connected again: the second connection leaves the proof
+# to the first (claimed less than a second ago), so it waits for nothing,
+# and the RTT_CB flag the first asked for (the socket keeps it through a
+# disconnect) is given up: its 4 MiB run no RTT callback. The first one's
+# 1000 bytes run a few (it waits from its establishment on).
+t_overhead_disconnect_gives_up_rtt() {
+	local rtt left
+	rtt_setup
+	rtt=$(rtt_runs)
+	left=$(sp_num '.modules.pmtu.proofs_left_to_another')
+	in_cgroup ip netns exec "$NS_A" python3 -c '
+import ctypes, socket, time
+libc = ctypes.CDLL(None, use_errno=True)
+s = socket.socket(socket.AF_INET6)
+s.connect(("fd77::2", 5201))
+s.sendall(b"x" * 1000)
+time.sleep(0.3)
+unspec = ctypes.create_string_buffer(28)  # a sockaddr_in6 of family AF_UNSPEC
+if libc.connect(s.fileno(), unspec, 28):
+    raise SystemExit("disconnect: errno %d" % ctypes.get_errno())
+s.connect(("fd77::2", 5201))
+s.sendall(b"x" * (4 << 20))
+s.shutdown(socket.SHUT_WR)
+s.recv(1)
+' || fail "connected, disconnected, connected: exit $?"
+	assert_eq $(( $(sp_num '.modules.pmtu.proofs_left_to_another') - left )) 1 \
+		"connections that left the proof to the disconnected one"
+	assert_le $(( $(rtt_runs) - rtt )) 4 \
+		"RTT callbacks of 1000 bytes on a connection that waited, then 4 MiB on the same socket reconnected"
+}
 
 # A loopback destination teaches pmtu nothing (nothing is searched there):
 # its connections wait for no proof, so ask for no per-ACK callback.
@@ -235,10 +275,10 @@ t_overhead_loopback_nothing() {
 	sp_start --cgroup "$CG" --modules rehash,pmtu
 	sp_ctl set rehash.rounds=0 >/dev/null || fail "set rehash.rounds=0"
 	for a in 127.0.0.1 ::1; do
-		rtt=$(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other')
+		rtt=$(rtt_runs)
 		in_cgroup ip netns exec "$NS_A" "$TCPTOOL" client "$a" 5201 20000 3 >/dev/null ||
 			fail "connections to $a: exit $?"
-		assert_eq $(( $(sp_num '.modules.rehash | .rtt_callbacks + .rtt_callbacks_other') - rtt )) 0 \
+		assert_eq $(( $(rtt_runs) - rtt )) 0 \
 			"RTT callbacks of 3 connections to $a"
 	done
 	assert_eq "$(sp_num '.modules.pmtu.connects')" 6 "connections pmtu saw open"
