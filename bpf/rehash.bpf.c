@@ -1142,6 +1142,9 @@ static __always_inline void rto_calm(struct bpf_sock_ops *skops, struct sk_state
 	/* args[2]: the connection is timing out, nothing to move. */
 	if (c->policy != 2 || !d || skops->args[0] < 1 || skops->args[2] || !cur)
 		return;
+#ifdef SP_MUTANT_RH_NO_RTO_CALM	/* make mutants: an RTO never takes a sibling's calm hash */
+	return;
+#endif
 	h = d->calm_hash;
 	t = d->calm_ns;
 	/* A time in the future (bpftool) is not recent. A hash that already

@@ -9,7 +9,7 @@ source "$ROOT/tests/lib_ecmp.sh"
 rh_setup() {
 	ecmp_topo 2 100mbit
 	[ ! -e /proc/sys/net/core/txrehash ] || ip netns exec "$NS_S" sysctl -qw net.core.txrehash=0
-	printf 'table ip6 sp {\n set labels { typeof tcp sport . ip6 flowlabel; size 4096; flags dynamic; counter; }\n chain c_fwd {\n type filter hook forward priority 0;\n ip6 nexthdr tcp tcp dport 5201 update @labels { tcp sport . ip6 flowlabel }\n }\n}\n' |
+	printf 'table ip6 sp {\n set labels { typeof tcp sport . ip6 flowlabel; size 4096; flags dynamic; counter; }\n set paths { type inet_service . ifname; size 4096; flags dynamic; counter; }\n chain c_fwd {\n type filter hook forward priority 0;\n ip6 nexthdr tcp tcp dport 5201 update @labels { tcp sport . ip6 flowlabel }\n ip6 nexthdr tcp tcp dport 5201 update @paths { tcp sport . oifname }\n }\n}\n' |
 		ip netns exec "$NS_R1" nft -f - || fail "nft labels"
 	ip netns exec "$NS_D" iperf3 -s -D -p 5201 >/dev/null || fail "iperf3: exit $?"
 	make_cgroup
@@ -31,6 +31,14 @@ label_bytes() {
 	ip netns exec "$NS_R1" nft -j list set ip6 sp labels |
 		jq -c '[.nftables[].set.elem // empty | .[].elem | {p: .val.concat[0], b: .counter.bytes}] |
 			group_by(.p) | max_by(map(.b) | add) // [] | map(.b) | sort | reverse'
+}
+# Bytes R1 forwarded on p0 and on p1 of the flow that sent the most (the
+# data connection alone: not iperf3's control connection, not ND): "p0 p1".
+flow_path_bytes() {
+	ip netns exec "$NS_R1" nft -j list set ip6 sp paths |
+		jq -r '[.nftables[].set.elem // empty | .[].elem | {p: .val.concat[0], d: .val.concat[1], b: .counter.bytes}] |
+			group_by(.p) | max_by(map(.b) | add) // [] |
+			"\(map(select(.d == "p0") | .b) | add // 0) \(map(select(.d == "p1") | .b) | add // 0)"'
 }
 # A number of rehash's status; the test fails on null (a name misspelt, a
 # field gone), which $(( )) would read as 0.
@@ -66,17 +74,20 @@ t_rehash_moves_flow() {
 	echo "$l" | jq -e '[.[][]] | index(0) == null' >/dev/null || fail "flow label 0 on the wire: $l"
 	sp_json '.modules.rehash.connections[] | select(.dport == 5201) | .txhash' | has -x 0 &&
 		fail "txhash 0 written"
-	# The flow's bytes moved: both paths carried part of it. How much depends
-	# on when later rehashes sent it back: a move onto the other 100 Mbit/s
-	# path arrives with the whole window, overflows its queue and can be
-	# rehashed away within a round trip (74 KB on p0 of 47 MB on the 5.10
-	# VM). So the bar is 32 KB on each path, 22 full segments: more than
-	# iperf3's control connection and neighbour discovery carry in a run.
-	# That all n new labels hash to the path the flow started on has
-	# probability 2^-n (n >= 4 above, 9-13 typical).
-	local tot=$((p0 + p1))
-	[ "$p0" -gt 32768 ] && [ "$p1" -gt 32768 ] ||
-		fail "bytes did not move between paths: p0 $p0 p1 $p1 of $tot during the flow after $n rehashes, expected each > 32768"
+	# The data connection took both paths: R1 routed one of its labels or
+	# more onto each. How long a visit lasts is not the question: a move
+	# overtakes the old path's queue, RACK marks the overtaken segments
+	# lost, and that new episode (prob=100) rehashes again as soon as it is
+	# safe, often within one round trip (16 segments, 23 KB, on the 5.10
+	# VM, the flow's only visit to p0). Counted per connection at R1, so
+	# one full-sized segment is a move: the control connection and ND are
+	# not in it. That all n new labels hash to the path the flow started
+	# on has probability 2^-n (n >= 4 above, 9-13 typical).
+	local f0 f1
+	read -r f0 f1 < <(flow_path_bytes)
+	num "$f0" "data bytes on p0" >/dev/null; num "$f1" "data bytes on p1" >/dev/null
+	[ "$f0" -ge 1500 ] && [ "$f1" -ge 1500 ] ||
+		fail "the data connection did not move between paths: p0 $f0 p1 $f1 bytes (all traffic: p0 $p0 p1 $p1) after $n rehashes, expected each >= 1500"
 	# The data took the new labels, not only the retransmissions (the
 	# label follows sk_txhash on every packet): the second label by bytes
 	# carried more than all the flow's retransmissions could have, 1500
@@ -797,11 +808,17 @@ t_rehash_explore_judged() {
 # Policy 2, a flow in RTO backoff: from its second RTO in a row it takes the
 # txhash a sibling last measured a density not high on (rto_calm()), not
 # the kernel's draw. A (port 5203) and B (5201), pinned by port to paths 1
-# and 0, lose 1 in 100 of their packets over 1000 bytes at R1: episodes enough
-# for densities, alike (prob=0: no exploring). B runs 7 s; from 2.5 s to
-# 5.5 s R1 drops every packet of B whose flow label A has not used in the
-# last 3 s. With the kernel's RTO rehash alone (policy 0, txrehash=1) each
-# new label is dropped too and B sends nothing in seconds 3 and 4 (its RTOs
+# and 0 (prob=0: no exploring). A loses every 100th of its packets over 1000
+# bytes at R1: a steady train of episodes of one density, each a fresh calm
+# note. B loses none before the blackout: a note of its own (a flow never
+# takes its own) would hide A's until A's next one, and random drops made
+# A's densities noisy enough to read high now and then (no note, a move);
+# on a loaded machine B's second RTO then found no fresh note (1 run in 3
+# beside a busy loop; since, 8 of 8 passed beside a guest, 4 of them
+# beside a busy loop too). B runs 7 s; from 2.5 s to 5.5 s R1 drops every
+# packet of B whose flow label A has not used in the last 3 s. With the
+# kernel's RTO rehash alone (policy 0, txrehash=1) each new label is
+# dropped too and B sends nothing in seconds 3 and 4 (its RTOs
 # at about 0.2, 0.6, 1.4 and 3 s into the blackout); under policy 2 B is on
 # A's txhash from its second RTO and sends. Where the kernel does not
 # rehash on RTO (txrehash=0) too.
@@ -823,7 +840,7 @@ t_rehash_rto_to_calm() {
 		' set alabels { typeof ip6 flowlabel; size 64; flags dynamic, timeout; timeout 3s; }' \
 		' chain pre { type filter hook prerouting priority mangle + 1;' \
 		'  iifname "r1s" tcp dport 5203 update @alabels { ip6 flowlabel }' \
-		'  iifname "r1s" tcp dport { 5201, 5203 } meta length > 1000 numgen random mod 100 == 0 drop' \
+		'  iifname "r1s" tcp dport 5203 meta length > 1000 numgen inc mod 100 == 99 drop' \
 		' }' \
 		' chain blk { type filter hook prerouting priority mangle + 2; }' '}' |
 		ip netns exec "$NS_R1" nft -f - || fail "nft calm"
