@@ -60,10 +60,13 @@ need_tool() { # need_tool COMMAND DEBIAN-PACKAGE
 }
 # The test is about a kernel feature (a name of `stackpilot probe --json`'s
 # features; SP_PROBE_OFF applies): skipped where the kernel lacks it.
-need_feature() {
-	[ "$("$SP" probe --json | jq -r ".features.$1")" = true ] ||
-		skip "this kernel ($(uname -r)) has no $1"
-}
+has_feature() { [ "$("$SP" probe --json | jq -r ".features.$1")" = true ]; }
+need_feature() { has_feature "$1" || skip "this kernel ($(uname -r)) has no $1"; }
+# pmtu clamps a connection at connect where sockops' bpf_setsockopt() takes
+# TCP_MAXSEG (6.1 on); before, it learns and searches alike but clamps
+# nothing (a route does, with route=1). A test whose last part checks the
+# clamp calls this before it: the part before ran, the rest skips.
+need_clamp() { need_feature sockops_maxseg; }
 # Run a command under a cleanup list, newest first.
 on_exit() { CLEANUPS=("$*" "${CLEANUPS[@]}"); }
 

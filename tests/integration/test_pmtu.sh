@@ -55,6 +55,7 @@ t_pmtu_ipv6_minimum() {
 	local low=$(pm_entry fd30:2:: low_mtu)
 	echo "IPv6 entry: $(sp_json '.modules.pmtu.destinations[0] | tostring')"
 	assert_eq "$low" 1280 "IPv6 learned MTU on a 1280 path"
+	need_clamp
 	set -- $(xfer fd30:2::2 500000)
 	assert_eq "$2" 1208 "second IPv6 connection's MSS (1280 - 60 - 12)"
 	assert_eq "$3" 0 "second IPv6 connection's retransmissions"
@@ -74,6 +75,7 @@ t_pmtu_echo_filtered_syn_probes() {
 	[ "$(pm_entry 10.30.2.2 state)" = searched ] || fail "IPv4 destination not searched: state '$(pm_entry 10.30.2.2 state)'"
 	[ "$low" -le 1400 ] && [ "$low" -gt 1392 ] || fail "IPv4 MTU by SYN probes $low, expected 1392 < MTU <= 1400 (the path's)"
 	[ "$low6" -le 1400 ] && [ "$low6" -gt 1392 ] || fail "IPv6 MTU by SYN probes $low6, expected 1392 < MTU <= 1400 (the path's)"
+	need_clamp
 	set -- $(xfer 10.30.2.2 1000000)
 	assert_eq "$3" 0 "retransmissions of a connection started at the learned MSS"
 }
@@ -95,6 +97,7 @@ t_pmtu_unprobeable_learns_from_connections() {
 	# with nothing learned has 0.
 	assert_ge "$low" 1064 "MTU learned from connections"
 	assert_le "$low" 1400 "MTU learned from connections (path MTU 1400)"
+	need_clamp
 	set -- $(xfer 10.30.2.2 1000000)
 	assert_eq "$3" 0 "retransmissions of a connection started at the learned MSS"
 }
@@ -124,7 +127,11 @@ t_pmtu_bpftool_clamp() {
 		32 0 0 0  64 0 0 0  0 0 0 0  8 0 0 0  200 0 0 0  3 0 0 0  0xf4 1 0 0  \
 		0x58 2 0 0  0 4 0 0  0 0 0 0  7 0 0 0  1 0 0 0  0 0 0 0  0 0 0 0  0 0 0 0 || fail "bpftool: exit $?"
 	xfer 10.30.3.2 2000 >/dev/null || fail "xfer: exit $?"
-	assert_eq "$(sp_json .modules.pmtu.started_with_learned_mss)" 1 "clamped with enforce written as 7"
+	if has_feature sockops_maxseg; then
+		assert_eq "$(sp_json .modules.pmtu.started_with_learned_mss)" 1 "clamped with enforce written as 7"
+	else
+		echo "not checked: the clamp with enforce written as 7 (this kernel has no sockops_maxseg)"
+	fi
 	local t0=$(date +%s%N)
 	xfer fd30:3::2 2000 >/dev/null || fail "xfer: exit $?"
 	for _ in $(seq 50); do [ "$(pm_entry fd30:3:: state)" = searched ] && break; sleep 0.1; done
@@ -314,6 +321,7 @@ t_pmtu_enforce_off() {
 	assert_eq "$(sp_json .modules.pmtu.started_with_learned_mss)" 0 "clamped with enforce=0"
 	assert_eq "$(pm_entry 10.30.2.2 route_mtu)" 0 "route MTU in status with enforce=0"
 	assert_eq "$(ip -n "$NS_S" route show proto 0xa5)" "" "routes with enforce=0"
+	need_clamp
 	sp_ctl set pmtu.enforce=1 >/dev/null || fail "set pmtu.enforce=1: exit $?"
 	set -- $(xfer 10.30.2.2 1000)
 	assert_eq "$2" $((low - 52)) "MSS once enforce=1"
@@ -458,6 +466,7 @@ t_pmtu_expired_entry_still_clamps() {
 	xfer 10.30.2.2 1000 >/dev/null || fail "xfer: exit $?"
 	pm_wait_state 10.30.2.2 searched || fail "not searched"
 	local low=$(pm_entry 10.30.2.2 low_mtu)
+	need_clamp
 	sp_ctl set pmtu.probes_per_s=1 pmtu.interval_s=1 >/dev/null || fail "set pmtu.probes_per_s=1 pmtu.interval_s=1: exit $?"
 	for _ in $(seq 50); do grep -q '10.30.2.2: entry expired' "$TMP/sp.err" && break; sleep 0.1; done
 	grep -q '10.30.2.2: entry expired' "$TMP/sp.err" || fail "no search at expiry: $(cat "$TMP/sp.err")"
@@ -623,6 +632,7 @@ t_pmtu_ask_flood_keeps_entries() {
 	# 1 learned + a burst of 64 + 10 a second (searches_per_s), and some slack for CPUs racing.
 	max=$(echo "66 + 10 * ($secs + 1) + 8" | bc | cut -d. -f1)
 	[ "$n" -le $max ] || fail "$n entries after a flood of $secs s, expected <= $max"
+	need_clamp
 	set -- $(xfer 10.30.2.2 1000000 "" 5)
 	[ -n "${1:-}" ] || fail "a connection to the learned destination stalled after the flood"
 	assert_eq "$2" $((low - 52)) "MSS of a connection to the learned destination after the flood"

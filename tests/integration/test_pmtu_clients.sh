@@ -22,6 +22,7 @@ fetches() {
 
 # Today's case: uploads (curl PUT) to D, stackpilot on the client.
 t_pmtu_clients_upload_client_only() {
+	need_clamp	# without pmtu.route, the clamp is what starts 2..5 right
 	pmtu_topo 1400; make_cgroup
 	http_serve "$NS_D"
 	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
@@ -33,6 +34,7 @@ t_pmtu_clients_upload_client_only() {
 # search on a destination's first connection: pmtu2): the client has no RTO
 # of its own to learn from; 2..5 must start at the learned MSS.
 pmtu_download_client_only() {
+	need_clamp	# the MSS the client's SYN announces
 	pmtu_topo 1400; make_cgroup
 	http_serve "$NS_D"
 	sp_start --modules pmtu --cgroup "sp-test-$ID" --mtu-probing 1
