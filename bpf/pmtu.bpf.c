@@ -483,6 +483,14 @@ static __always_inline void on_rtt(struct bpf_sock_ops *skops, struct sk_state *
 	/* Every ACK of every socket comes here: done sockets leave at once. */
 	if (s->learned)
 		return;
+	/* Fewer bytes than at the last RTO: storage of the socket's earlier
+	 * connection (a disconnect zeroes bytes_acked), seen at a reconnect's
+	 * SYN-ACK before its establishment takes a fresh role (before 6.1).
+	 * The difference would wrap and prove what nothing delivered. */
+#ifndef SP_MUTANT_PM_RTO_MARK_WRAPS	/* make mutants: a reconnect's SYN-ACK proves the last connection's path */
+	if (skops->bytes_acked < s->acked_at_rto)
+		return;
+#endif
 	read_cfg(&c);
 #ifndef SP_MUTANT_PM_LEARN_AT_ONCE	/* make mutants: a connection proves its MTU at its first ACK */
 	if (skops->bytes_acked - s->acked_at_rto < c.learn_bytes)

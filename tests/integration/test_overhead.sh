@@ -263,6 +263,40 @@ s.recv(1)
 		"RTT callbacks of 1000 bytes on a connection that waited, then 4 MiB on the same socket reconnected"
 }
 
+# A socket whose connection had an RTO while it waited for its proof,
+# disconnected and connected again: the reconnect proves nothing. Before
+# 6.1 (TCP_MAXSEG probed off here) the new connection takes its role at
+# establishment, after its SYN-ACK's RTT callback ran on the old
+# connection's storage: bytes_acked (zeroed by the disconnect) below the
+# old RTO's mark must not wrap into a proof of 4 KiB delivered.
+reconnect_after_rto() {
+	rtt_setup
+	in_cgroup ip netns exec "$NS_A" python3 - "$NS_B" <<-'PY' || fail "RTO, disconnect, reconnect: exit $?"
+	import ctypes, socket, subprocess, sys, time
+	libc = ctypes.CDLL(None, use_errno=True)
+	def nft(*a):
+	    subprocess.run(["ip", "netns", "exec", sys.argv[1], "nft", *a], check=True)
+	s = socket.socket(socket.AF_INET6)
+	s.connect(("fd77::2", 5201))
+	s.sendall(b"x" * 1000)
+	time.sleep(0.2)
+	nft("add table inet sprto { chain in { type filter hook input priority 0; tcp dport 5201 drop; }; }")
+	s.sendall(b"y" * 1000)
+	time.sleep(0.8)                           # an RTO or two
+	unspec = ctypes.create_string_buffer(28)  # a sockaddr_in6 of family AF_UNSPEC
+	if libc.connect(s.fileno(), unspec, 28):
+	    raise SystemExit("disconnect: errno %d" % ctypes.get_errno())
+	nft("delete table inet sprto")
+	s.connect(("fd77::2", 5201))
+	s.close()
+	PY
+	assert_ge "$(sp_num '.modules.rehash.rto')" 1 "RTOs of the first connection"
+	assert_eq "$(sp_num '.modules.pmtu.learned_from_connections')" 0 \
+		"proofs from a connection that delivered 1000 bytes and one that delivered none"
+}
+t_overhead_reconnect_after_rto() { reconnect_after_rto; }
+t_overhead_reconnect_after_rto_no_clamp() { SP_PROBE_OFF=sockops_maxseg reconnect_after_rto; }
+
 # A loopback destination teaches pmtu nothing (nothing is searched there):
 # its connections wait for no proof, so ask for no per-ACK callback.
 t_overhead_loopback_nothing() {
