@@ -23,6 +23,9 @@
  *  - runs are kept inline (SP_FG_RUNS) and, past that, as two bitmaps of
  *    8-byte units (covered, run start) in a separate map: exact for every
  *    legal fragmentation up to 65535 bytes at any MTU;
+ *  - a known peer's datagrams in progress live in slots of its own (four,
+ *    in an array), the rest in hash maps: a slot costs nothing to take or
+ *    give back, a hash map's entry half a fragment's cost;
  *  - each datagram is charged what the kernel holds for it (every queued
  *    fragment's truesize plus the queue struct) and released exactly once:
  *    on completion or discard (here, as the kernel does it), or on expiry
@@ -351,6 +354,138 @@ static __always_inline __u64 since(__u64 now, __u64 t)
 	return now > t ? now - t : 0;
 }
 
+/*
+ * A known peer's datagrams in progress, in slots of its own: up to
+ * SP_FG_SLOTS of them, beyond that (and for unknown peers) in the hash
+ * maps. A known peer sends most datagrams, and in the hash maps each one
+ * was an insert and a delete (a bucket lock with interrupts off, an
+ * element allocated and freed) and a first touch of a random bucket of a
+ * megabyte: a third of a fragment's cost (docs/bench/fragguard.md). Its
+ * block is found from its entry, which every fragment looks up anyway (the
+ * peer key), and stays in cache while the peer sends. Block i serves the
+ * known peer whose epoch / 2 is i modulo SP_FG_BLOCKS and took it first; a
+ * peer whose block is taken keeps using the hash maps. The sweep frees a
+ * block whose peer is gone. An array: nothing is allocated, and a slot is
+ * reused as soon as its datagram ends.
+ */
+struct slot {
+	struct dgram_key k;
+	/* SLOT_LIVE while d is a datagram in progress; the slot's index in
+	 * the low bits; above them a generation, new at every claim, so that a
+	 * reader can tell that the slot was reused under it. */
+	__u32 live;
+	__u32 pad;
+	struct dgram d;
+};
+
+#define SLOT_LIVE	0x100
+#define SLOT_GEN	0x200	/* one generation */
+
+struct block {
+	__u32 owner;		/* epoch of the known peer it serves; 0: free */
+	/* Held while a datagram takes a slot or spills, the block is taken
+	 * or freed: by tc programs and the sweep, never nested on a CPU. */
+	__u32 busy;
+	/* The peer may have datagrams in the hash maps until they have
+	 * surely expired past this time: those it began before it had the
+	 * block, or while every slot was in use. 0: search them always. */
+	__u64 hashed_ns;
+	struct sp_fg_peer_key owner_key;	/* to find the owner's entry */
+	__u32 pad;
+	struct slot s[SP_FG_SLOTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SP_FG_BLOCKS);
+	__type(key, __u32);
+	__type(value, struct block);
+} fragguard_slots SEC(".maps");
+
+/* The kernel's queue key equality (dgram_key's padding is 0 everywhere). */
+static __always_inline bool key_eq(const struct dgram_key *a, const struct dgram_key *b)
+{
+	if (a->id != b->id || a->saddr[0] != b->saddr[0] || a->daddr[0] != b->daddr[0] ||
+	    a->family != b->family || a->proto != b->proto)
+		return false;
+	if (a->family == 2)
+		return true;
+	return a->iif == b->iif && a->saddr[1] == b->saddr[1] && a->saddr[2] == b->saddr[2] &&
+	       a->saddr[3] == b->saddr[3] && a->daddr[1] == b->daddr[1] &&
+	       a->daddr[2] == b->daddr[2] && a->daddr[3] == b->daddr[3];
+}
+
+/* Spin for b's busy word: false if another CPU kept it (then the caller
+ * does without; its holder runs a few dozen instructions). */
+static __always_inline bool block_lock(struct block *b)
+{
+	for (int i = 0; i < 64; i++)
+		if (!__sync_val_compare_and_swap(&b->busy, 0, 1))
+			return true;
+	return false;
+}
+
+static __always_inline void block_unlock(struct block *b)
+{
+	__sync_lock_test_and_set(&b->busy, 0);
+}
+
+/* The block of known peer kp (key pk), if it has one. take: the tc
+ * program, which gives it its block when that is free. */
+static __always_inline struct block *block_of(const struct sp_fg_peer *kp,
+					      const struct sp_fg_peer_key *pk, bool take)
+{
+	/* Epochs are odd (0 is no owner): bit 0 tells blocks nothing. */
+	__u32 epoch = kp->epoch, i = (epoch >> 1) % SP_FG_BLOCKS;
+	struct block *b = bpf_map_lookup_elem(&fragguard_slots, &i);
+
+	if (!b || b->owner == epoch)
+		return b;
+	if (!take || b->owner || !pk || __sync_val_compare_and_swap(&b->busy, 0, 1))
+		return NULL;
+	if (!b->owner) {
+		b->owner_key = *pk;
+		b->hashed_ns = 0;	/* search them while this decides */
+		__sync_lock_test_and_set(&b->owner, epoch);
+		/*
+		 * Its datagrams in progress (its charge, read after the owner
+		 * is published) are in the hash maps: search them until they
+		 * have surely expired; with none, not at all. One that another
+		 * CPU charges after this read is seen by hash_charged().
+		 */
+#ifndef SP_MUTANT_FG_WINDOW_ALWAYS	/* make mutants: every block taken opens the window */
+		__sync_val_compare_and_swap(&b->hashed_ns, 0,
+					    *(volatile __s64 *)&kp->mem > 0 ? fg_now() : 1);
+#else
+		__sync_val_compare_and_swap(&b->hashed_ns, 0, fg_now());
+#endif
+	}
+	block_unlock(b);
+	return b->owner == epoch ? b : NULL;
+}
+
+
+/*
+ * The live slot of b holding k. Its live word read again after the key:
+ * a slot reused meanwhile (its datagram ended, another began in it) is no
+ * match. Found by its index as read from the slot: to the verifier a value
+ * from memory, so the slots are one path after this, not one each (a
+ * pointer's constant offset is part of its state).
+ */
+static __always_inline struct slot *slot_find(struct block *b, const struct dgram_key *k)
+{
+	__u32 w;
+
+#pragma unroll
+	for (int i = 0; i < SP_FG_SLOTS; i++) {
+		w = *(volatile __u32 *)&b->s[i].live;
+		if ((w & SLOT_LIVE) && key_eq(&b->s[i].k, k) &&
+		    *(volatile __u32 *)&b->s[i].live == w)
+			return &b->s[w & (SP_FG_SLOTS - 1)];
+	}
+	return NULL;
+}
+
 static __always_inline struct sp_fg_agg *agg(void)
 {
 	__u32 zero = 0;
@@ -616,11 +751,9 @@ static __always_inline int parse(struct __sk_buff *skb, struct frag *f)
 	return 0;
 }
 
-static __always_inline void peer_key(const struct dgram_key *k, const struct cfg *c,
+static __always_inline void peer_key(const struct dgram_key *k, __u32 bits,
 				     struct sp_fg_peer_key *pk)
 {
-	__u32 bits = k->family == 2 ? c->prefix4 : c->prefix6;
-
 	__builtin_memset(pk, 0, sizeof(*pk));
 	pk->family = k->family;
 #pragma unroll
@@ -723,8 +856,8 @@ static __always_inline void promote(struct sp_fg_peer *p, const struct sp_fg_pee
  * is taken with an exchange, so a fragment adding to it concurrently either
  * lands before (and is released here) or sees DEAD and adds nothing.
  */
-static __always_inline void release(struct dgram *d, const struct dgram_key *k, int fam,
-				    enum verdict v, const struct cfg *c, __u64 now,
+static __always_inline void release(struct dgram *d, struct slot *sl, const struct dgram_key *k,
+				    int fam, enum verdict v, const struct cfg *c, __u64 now,
 				    struct sp_fg_peer *p)
 {
 	__s64 m = __sync_lock_test_and_set(&d->mem, DEAD);
@@ -760,7 +893,15 @@ static __always_inline void release(struct dgram *d, const struct dgram_key *k, 
 			__sync_fetch_and_add(&p->discarded, 1);
 		}
 	}
-	dgram_del(k);
+	/* The slot last: whoever finds it live until here finds mem DEAD. */
+	if (sl)
+#ifndef SP_MUTANT_FG_SLOT_KEPT	/* make mutants: a slot outlives its datagram */
+		__sync_lock_test_and_set(&sl->live, sl->live & ~SLOT_LIVE);
+#else
+		;
+#endif
+	else
+		dgram_del(k);
 }
 
 /* ---- runs: inet_frag_queue_insert -------------------------------------- */
@@ -1091,11 +1232,8 @@ static __always_inline __s64 mem_of(const struct sp_fg_global *g)
 /*
  * The seed's rule: max(base*(limit - peer)/limit, base*(high - mem)/high),
  * base = ipfrag_time. 0 when both the peer and the namespace are full.
- * The tunables are read into c only past the namespace's term (most
- * fragments never get there): when this returns true, c is read, and the
- * caller's refuse() uses it.
  */
-static __always_inline bool too_old(__u64 age, const struct sp_fg_peer *p, struct cfg *c,
+static __always_inline bool too_old(__u64 age, const struct sp_fg_peer *p, const struct cfg *c,
 				    const struct sp_fg_global *g)
 {
 	__u64 base = time_of(g);
@@ -1104,7 +1242,6 @@ static __always_inline bool too_old(__u64 age, const struct sp_fg_peer *p, struc
 	 * for any datagram younger than it (nearly all). */
 	if (!g || !g->high_thresh ? age <= base : within_share(age, base, mem_of(g), g->high_thresh))
 		return false;
-	read_cfg(c);
 	return !within_share(age, base, p ? p->mem : 0, c->peer_limit);
 }
 
@@ -1119,12 +1256,118 @@ static __always_inline int refuse(const struct cfg *c, __u32 why, struct sp_fg_p
 	return TC_ACT_SHOT;
 }
 
+/*
+ * Whether prefix4 or prefix6 (bits, of family fam) changed less than
+ * ipfrag_time + 1/8 ago, noting a change. A known peer's datagrams in
+ * progress are in the slots of its entry under the old prefix, which the
+ * new key does not find: until they have surely expired, a fragment taken
+ * for a new datagram may be a later one of theirs, and is not refused.
+ * Noted by new datagrams only: a change matters where datagrams are in
+ * progress, and then new ones come too. A race of two CPUs noting it
+ * moves the time by a tick.
+ */
+static __always_inline bool prefix_moved(struct sp_fg_agg *a, int fam, __u32 bits, __u64 now,
+					 const struct sp_fg_global *g)
+{
+	bool first;
+
+	if (!a)
+		return false;
+	if (a->prefix[fam & 1] != bits || !a->prefix_ns[fam & 1]) {
+		first = !a->prefix_ns[fam & 1];
+		a->prefix[fam & 1] = bits;
+		a->prefix_ns[fam & 1] = first ? 1 : now;
+#ifdef SP_MUTANT_FG_PREFIX_IGNORED	/* make mutants: refusals go on through a change of prefix */
+		return false;
+#endif
+		return !first;
+	}
+#ifdef SP_MUTANT_FG_PREFIX_IGNORED
+	return false;
+#endif
+	/* 1 is no time: a machine up for less than ipfrag_time is within it. */
+	return a->prefix_ns[fam & 1] != 1 && since(now, a->prefix_ns[fam & 1]) <= expired_after(g);
+}
+
+/* Whether a fragment not in b's slots may be in the hash maps (hashed_ns
+ * 1: none was when the block was taken). */
+static __always_inline bool hash_window(const struct block *b, __u64 now,
+					const struct sp_fg_global *g)
+{
+	__u64 h = b->hashed_ns;
+
+	return !h || (h != 1 && since(now, h) <= expired_after(g));
+}
+
+/* A datagram of known peer p went into the hash maps, charged to p, without
+ * a block: if p's block was taken meanwhile by a CPU that read p's charge
+ * before, the window opens here (Dekker: each side writes, then reads the
+ * other's, across full barriers). */
+static __always_inline void hash_charged(const struct sp_fg_peer *p, __u64 now)
+{
+	struct block *b = block_of(p, NULL, false);
+	__u64 h;
+
+	for (int i = 0; b && i < 4; i++) {
+		h = b->hashed_ns;
+		if (h > 1 && h >= now)
+			return;
+		if (__sync_val_compare_and_swap(&b->hashed_ns, h, now) == h)
+			return;
+	}
+}
+
+/*
+ * A new datagram d with key k of the peer whose epoch is epoch, owner of
+ * b: into a free slot, else into the hash maps. 0: done; -1: not tracked
+ * (it is there already, as when the hash maps' insert finds it: another
+ * CPU's fragment of it got here first; or b stayed busy, or has just been
+ * freed; or the hash map is full). Under b's busy word, so that one key
+ * cannot go into a slot and into the hash maps both.
+ */
+static __always_inline int slot_new(struct block *b, __u32 epoch, const struct dgram_key *k,
+				    const struct dgram *d, __u64 now, const struct sp_fg_global *g)
+{
+	struct slot *sl;
+	int i, r = -1;
+	__u32 w;
+
+	if (!block_lock(b))
+		return -1;
+	if (b->owner != epoch || slot_find(b, k))
+		goto out;
+	if (hash_window(b, now, g) && dgram_get(k))
+		goto out;
+#pragma unroll
+	for (i = 0; i < SP_FG_SLOTS; i++)
+		if (!(b->s[i].live & SLOT_LIVE))
+			break;
+	if (i < SP_FG_SLOTS) {
+		sl = &b->s[i];
+		w = sl->live;
+		sl->k = *k;
+		sl->d = *d;
+		/* Published last. */
+		__sync_lock_test_and_set(&sl->live, ((w + SLOT_GEN) & ~(SLOT_GEN - 1)) | SLOT_LIVE | i);
+		r = 0;
+	} else {
+		/* No slot: the hash maps, where its later fragments look. */
+		if (now > b->hashed_ns)
+			b->hashed_ns = now;
+		r = dgram_new(k, d) ? -1 : 0;
+	}
+out:
+	block_unlock(b);
+	return r;
+}
+
 /* A fragment whose queue the kernel does not have: admit or refuse. */
 static __always_inline int new_datagram(const struct frag *f, const struct cfg *c,
-					__u32 truesize, __u32 qsize, int fam, __u64 now)
+					__u32 truesize, __u32 qsize, int fam, __u64 now,
+					const struct sp_fg_peer_key *pk, struct sp_fg_peer *p,
+					struct block *b)
 {
-	struct sp_fg_peer_key pk;
-	struct sp_fg_peer *p, fresh = {};
+	struct sp_fg_peer fresh = {};
 	struct sp_fg_global *g = global(fam);
 	struct sp_fg_agg *a = agg();
 	struct dgram d = {};
@@ -1132,18 +1375,16 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 	__u32 why = 0, queued = 0;
 	__u64 high;
 	__s64 pmem;
-	int act;
+	int act, r;
 
-	peer_key(&f->key, c, &pk);
-	p = bpf_map_lookup_elem(&fragguard_known, &pk);
 	if (!p) {
 		known = false;
-		p = bpf_map_lookup_elem(&fragguard_peers, &pk);
+		p = bpf_map_lookup_elem(&fragguard_peers, pk);
 	}
 	if (!p) {
 		fresh.epoch = bpf_get_prandom_u32() | 1;
-		bpf_map_update_elem(&fragguard_peers, &pk, &fresh, BPF_NOEXIST);
-		p = bpf_map_lookup_elem(&fragguard_peers, &pk);
+		bpf_map_update_elem(&fragguard_peers, pk, &fresh, BPF_NOEXIST);
+		p = bpf_map_lookup_elem(&fragguard_peers, pk);
 		if (!p)
 			return TC_PASS;
 	}
@@ -1175,6 +1416,10 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 #ifdef SP_MUTANT_FG_ADMIT_ALL	/* make mutants: every first fragment admitted */
 	why = 0;
 #endif
+	if (prefix_moved(a, fam, f->key.family == 2 ? c->prefix4 : c->prefix6, now, g) && why) {
+		sp_count(&fragguard_ctr, why, 1);	/* counted, not enforced */
+		why = 0;
+	}
 	if (why) {
 		if (known)
 			sp_count(&fragguard_ctr, SP_FG_REF_KNOWN, 1);
@@ -1192,7 +1437,7 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 	__sync_fetch_and_add(&p->admitted, 1);
 	sp_count(&fragguard_ctr, SP_FG_ADMITTED, 1);
 	d.first_ns = now;
-	d.peer = pk;
+	d.peer = *pk;
 	d.epoch = p->epoch;
 	d.unknown = !known;
 	if (queue(&d, f, truesize, &queued) >= 0) {
@@ -1201,7 +1446,8 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 		return TC_PASS;
 	}
 	d.mem = qsize + queued;
-	if (dgram_new(&f->key, &d)) {
+	r = b && known ? slot_new(b, p->epoch, &f->key, &d, now, g) : dgram_new(&f->key, &d);
+	if (r) {
 		sp_count(&fragguard_ctr, SP_FG_UNTRACKED, 1);
 		return TC_PASS;
 	}
@@ -1209,10 +1455,13 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 	if (!known && a)
 		__sync_fetch_and_add(&a->unknown_mem[fam & 1], d.mem);
 	__sync_fetch_and_add(&p->mem, d.mem);
+	if (known && !b)
+		hash_charged(p, now);
 	return TC_PASS;
 }
 
-static __always_inline int expire_one(const struct dgram_key *k, struct dgram *d, __u32 *gen)
+static __always_inline int expire_one(const struct dgram_key *k, struct dgram *d, struct slot *sl,
+				      __u32 *gen)
 {
 	__u64 now = fg_now();
 	int fam = k->family == 2 ? 0 : 1;
@@ -1221,7 +1470,7 @@ static __always_inline int expire_one(const struct dgram_key *k, struct dgram *d
 	bool known;
 
 	if (since(now, d->first_ns) > expired_after(global(fam))) {
-		release(d, k, fam, V_EXPIRED, NULL, now, NULL);
+		release(d, sl, k, fam, V_EXPIRED, NULL, now, NULL);
 		return 0;
 	}
 	if (a)
@@ -1247,12 +1496,45 @@ static int expire4(void *map, const struct dgram_key4 *k4, struct dgram *d, __u3
 
 	k.saddr[0] = k4->saddr;
 	k.daddr[0] = k4->daddr;
-	return expire_one(&k, d, gen);
+	return expire_one(&k, d, NULL, gen);
 }
 
 static int expire6(void *map, const struct dgram_key *k, struct dgram *d, __u32 *gen)
 {
-	return expire_one(k, d, gen);
+	return expire_one(k, d, NULL, gen);
+}
+
+/* Every block's live slots, as expire4/expire6 do the hash maps; and a
+ * block whose peer has left the known map (forgotten) is free again. */
+static int expire_slots(void *map, __u32 *i, struct block *b, __u32 *gen)
+{
+	struct sp_fg_peer *kp;
+	bool live = false;
+
+#pragma unroll
+	for (int j = 0; j < SP_FG_SLOTS; j++)
+		if (b->s[j].live & SLOT_LIVE) {
+			live = true;
+			expire_one(&b->s[j].k, &b->s[j].d, &b->s[j], gen);
+		}
+	if (!b->owner || live)
+		return 0;
+	kp = bpf_map_lookup_elem(&fragguard_known, &b->owner_key);
+	if (kp && kp->epoch == b->owner)
+		return 0;
+	if (!block_lock(b))
+		return 0;
+	/* A slot taken since is the datagram of a peer forgotten meanwhile:
+	 * it keeps the block until it ends. */
+#pragma unroll
+	for (int j = 0; j < SP_FG_SLOTS; j++)
+		live |= !!(b->s[j].live & SLOT_LIVE);
+	if (!live) {
+		b->owner = 0;
+		b->hashed_ns = 0;
+	}
+	block_unlock(b);
+	return 0;
 }
 
 static int forget_idle(void *map, struct sp_fg_peer_key *k, struct sp_fg_peer *p, void *ctx)
@@ -1279,6 +1561,7 @@ static int sweep(void *map, int *key, struct fg_state *st)
 		a->dgrams = 0;
 		bpf_for_each_map_elem(&fragguard_dgram4, expire4, &gen, 0);
 		bpf_for_each_map_elem(&fragguard_dgram6, expire6, &gen, 0);
+		bpf_for_each_map_elem(&fragguard_slots, expire_slots, &gen, 0);
 		a->gen = gen;
 	}
 	if (!(++st->sweeps % 16))
@@ -1327,18 +1610,76 @@ static __always_inline __u32 skb_truesize(struct __sk_buff *skb)
 	return t;
 }
 
+/* A fragment that starts a queue. */
+static __always_inline int start(const struct frag *f, const struct cfg *c, __u32 truesize,
+				 __u32 qsize, int fam, __u64 now, const struct sp_fg_peer_key *pk,
+				 struct sp_fg_peer *kp, struct block *b)
+{
+	struct sp_fg_agg *a = agg();
+	__u64 *t = a && now - a->last_refusal_ns < 1000000000ULL ?
+		   bpf_map_lookup_elem(&fragguard_refused, &f->key) : NULL;
+	int act;
+
+	/* Later fragments come right after the refused one; past a second,
+	 * the same key is a new datagram (IP ID reuse). */
+	if (t && now - *t < 1000000000ULL) {
+		act = refuse(c, SP_FG_REF_FOLLOW, NULL);
+		if (act == TC_ACT_SHOT)
+			return act;
+	}
+	arm_sweeper();
+	return new_datagram(f, c, truesize, qsize, fam, now, pk, kp, b);
+}
+
+/*
+ * A later fragment of datagram d (in slot sl, or in a hash map when sl is
+ * NULL), charged to peer p. 1: d has expired (released here), and this
+ * fragment starts a new queue.
+ */
+static __always_inline int later(const struct frag *f, struct dgram *d, struct slot *sl,
+				 struct sp_fg_peer *p, bool known, struct cfg *c,
+				 const struct sp_fg_global *g, int fam, __u32 truesize, __u64 now)
+{
+	__u32 queued = 0;
+	int act, v;
+
+	if (since(now, d->first_ns) > expired_after(g)) {
+		/* The kernel has expired it; this fragment starts a new queue. */
+		release(d, sl, &f->key, fam, V_EXPIRED, c, now, NULL);
+		return 1;
+	}
+	if (p)
+		p->last_ns = now;
+	if (too_old(since(now, d->first_ns), p, c, g)) {
+		if (known)
+			sp_count(&fragguard_ctr, SP_FG_REF_KNOWN, 1);
+		act = refuse(c, SP_FG_REF_AGE, p);
+		if (act == TC_ACT_SHOT)
+			return act;
+	}
+	v = queue(d, f, truesize, &queued);
+	if (v >= 0)
+		release(d, sl, &f->key, fam, v, c, now, p);
+	else if (queued)
+		charge(d, fam, queued, p);
+	return TC_PASS;
+}
+
 SEC("tc")
 int sp_fragguard(struct __sk_buff *skb)
 {
 	struct sp_fg_global *g;
-	struct sp_fg_peer *p;
+	struct sp_fg_peer_key pk;
+	struct sp_fg_peer *p, *kp;
+	struct block *b = NULL;
+	struct slot *sl;
 	bool known;
 	struct dgram *d;
 	struct frag f;
 	struct cfg c;
-	__u32 truesize, qsize, queued = 0;
+	__u32 truesize, qsize;
 	__u64 now;
-	int r, fam, act, v;
+	int r, fam;
 
 	r = parse(skb, &f);
 	if (r == 0)
@@ -1359,47 +1700,69 @@ int sp_fragguard(struct __sk_buff *skb)
 	}
 	truesize = skb_truesize(skb);
 	qsize = fam ? bpf_core_type_size(struct frag_queue) : bpf_core_type_size(struct ipq);
+	read_cfg(&c);
 
-	d = dgram_get(&f.key);
-	if (!d || since(now, d->first_ns) > expired_after(g)) {
-		struct sp_fg_agg *a = agg();
-		__u64 *t = a && now - a->last_refusal_ns < 1000000000ULL ?
-			   bpf_map_lookup_elem(&fragguard_refused, &f.key) : NULL;
-
-		read_cfg(&c);
-		/* The kernel has expired it; this fragment starts a new queue. */
-		if (d)
-			release(d, &f.key, fam, V_EXPIRED, &c, now, NULL);
-		/* Later fragments come right after the refused one; past a
-		 * second, the same key is a new datagram (IP ID reuse). */
-		if (t && now - *t < 1000000000ULL) {
-			act = refuse(&c, SP_FG_REF_FOLLOW, NULL);
-			if (act == TC_ACT_SHOT)
-				return act;
+	/* A known peer's datagram is in its slots, or, for a while after it
+	 * had one there was no room for, in the hash maps. */
+	peer_key(&f.key, f.key.family == 2 ? c.prefix4 : c.prefix6, &pk);
+	kp = bpf_map_lookup_elem(&fragguard_known, &pk);
+	if (kp)
+		b = block_of(kp, &pk, true);
+	if (b) {
+		sl = slot_find(b, &f.key);
+		if (sl) {
+			/* Not its datagram: one of a peer forgotten since, never
+			 * seen (forgotten only without datagrams in progress);
+			 * the sweep ends it. */
+			if (sl->d.epoch != kp->epoch) {
+				sp_count(&fragguard_ctr, SP_FG_UNTRACKED, 1);
+				return TC_PASS;
+			}
+			r = later(&f, &sl->d, sl, kp, true, &c, g, fam, truesize, now);
+			if (r != 1)
+				return r;
 		}
-		arm_sweeper();
-		return new_datagram(&f, &c, truesize, qsize, fam, now);
+#ifndef SP_MUTANT_FG_NO_HASH_WINDOW	/* make mutants: a known peer's datagrams only in its slots */
+		if (!hash_window(b, now, g))
+#endif
+			return start(&f, &c, truesize, qsize, fam, now, &pk, kp, b);
 	}
-	/* A later fragment reads the tunables only where it uses them: the
-	 * age limit past the namespace's term, and the end of a datagram. */
-	p = peer_of(d, &known);
-	if (p)
-		p->last_ns = now;
-	if (too_old(since(now, d->first_ns), p, &c, g)) {
-		if (known)
-			sp_count(&fragguard_ctr, SP_FG_REF_KNOWN, 1);
-		act = refuse(&c, SP_FG_REF_AGE, p);
-		if (act == TC_ACT_SHOT)
-			return act;
+	d = dgram_get(&f.key);
+	if (d) {
+		p = peer_of(d, &known);
+		r = later(&f, d, NULL, p, known, &c, g, fam, truesize, now);
+		if (r != 1)
+			return r;
 	}
-	v = queue(d, &f, truesize, &queued);
-	if (v >= 0) {
-		read_cfg(&c);
-		release(d, &f.key, fam, v, &c, now, p);
-	} else if (queued) {
-		charge(d, fam, queued, p);
-	}
-	return TC_PASS;
+	/* Looked up again rather than kept from above: with kp and b live
+	 * through the datagram's path, the verifier walks that path once
+	 * for each of their states (twice the instructions). */
+	b = NULL;
+	kp = bpf_map_lookup_elem(&fragguard_known, &pk);
+	if (kp)
+		b = block_of(kp, &pk, true);
+	return start(&f, &c, truesize, qsize, fam, now, &pk, kp, b);
+}
+
+/* The datagram with key k, wherever it is (no block taken here). */
+static __always_inline struct dgram *dgram_find(const struct dgram_key *k, struct slot **sl)
+{
+	struct sp_fg_peer_key pk;
+	struct sp_fg_peer *kp;
+	struct block *b = NULL;
+	struct cfg c;
+
+	*sl = NULL;
+	read_cfg(&c);
+	peer_key(k, k->family == 2 ? c.prefix4 : c.prefix6, &pk);
+	kp = bpf_map_lookup_elem(&fragguard_known, &pk);
+	if (kp)
+		b = block_of(kp, NULL, false);
+	if (b)
+		*sl = slot_find(b, k);
+	if (*sl)
+		return &(*sl)->d;
+	return dgram_get(k);
 }
 
 /* The key of a queued fragment, from its headers (still in place). */
@@ -1441,7 +1804,7 @@ static __always_inline int skb_key(struct sk_buff *skb, struct dgram_key *k)
  * the queue and restarts it with the one being queued, which this program
  * saw last. Runs once per reinit: the first of its drops.
  */
-static __always_inline void reinit(struct dgram *d, const struct dgram_key *k)
+static __always_inline void reinit(struct dgram *d, struct slot *sl, const struct dgram_key *k)
 {
 	__u32 qsize = bpf_core_type_size(struct ipq);
 	__s64 now_mem = qsize + d->last_ts, old = d->mem;
@@ -1467,6 +1830,14 @@ static __always_inline void reinit(struct dgram *d, const struct dgram_key *k)
 	p = peer_of(d, &known);
 	charge(d, 0, now_mem - old, p);
 	sp_count(&fragguard_ctr, SP_FG_REINIT, 1);
+	/* The kernel's timer starts again: a datagram in the hash maps of a
+	 * peer with a block is looked for there as long. */
+	if (!sl && p) {
+		struct block *b = block_of(p, NULL, false);
+
+		if (b && d->first_ns > b->hashed_ns)
+			b->hashed_ns = d->first_ns;
+	}
 }
 
 /* The kernel's own fragment drops: counted, and its expiries and reinits
@@ -1476,6 +1847,7 @@ int BPF_PROG(sp_fragguard_drops, struct sk_buff *skb, void *location, enum skb_d
 {
 	struct dgram_key k;
 	struct dgram *d;
+	struct slot *sl;
 	__u32 iif, idx;
 	__u64 *netns;
 
@@ -1508,7 +1880,7 @@ int BPF_PROG(sp_fragguard_drops, struct sk_buff *skb, void *location, enum skb_d
 	}
 	if (skb_key(skb, &k))
 		return 0;
-	d = dgram_get(&k);
+	d = dgram_find(&k, &sl);
 	if (!d)
 		return 0;
 	sp_count(&fragguard_ctr, idx, 1);
@@ -1519,10 +1891,10 @@ int BPF_PROG(sp_fragguard_drops, struct sk_buff *skb, void *location, enum skb_d
 		__u64 now = bpf_ktime_get_ns();
 
 		if (since(now, d->first_ns) >= time_of(global(fam)))
-			release(d, &k, fam, V_EXPIRED, NULL, now, NULL);
+			release(d, sl, &k, fam, V_EXPIRED, NULL, now, NULL);
 	}
 	else
-		reinit(d, &k);
+		reinit(d, sl, &k);
 	return 0;
 }
 
@@ -1545,6 +1917,7 @@ static __always_inline void kernel_expired(struct timer_list *t, int fam)
 	struct inet_frag_queue *fq = q;
 	struct dgram_key k = {};
 	struct dgram *d;
+	struct slot *sl;
 	__u64 now;
 
 	if (sp_net_id(BPF_CORE_READ(fq, fqdir, net)) != fg_netns)
@@ -1562,14 +1935,14 @@ static __always_inline void kernel_expired(struct timer_list *t, int fam)
 		BPF_CORE_READ_INTO(&k.saddr, fq, key.v6.saddr);
 		BPF_CORE_READ_INTO(&k.daddr, fq, key.v6.daddr);
 	}
-	d = dgram_get(&k);
+	d = dgram_find(&k, &sl);
 	if (!d)
 		return;
 	sp_count(&fragguard_ctr, SP_FG_K_TIMEOUT, 1);
 	now = bpf_ktime_get_ns();
 	/* As in sp_fragguard_drops: a younger entry is a later datagram. */
 	if (since(now, d->first_ns) >= time_of(global(fam)))
-		release(d, &k, fam, V_EXPIRED, NULL, now, NULL);
+		release(d, sl, &k, fam, V_EXPIRED, NULL, now, NULL);
 }
 
 SEC("fexit/ip_expire")

@@ -282,6 +282,10 @@ struct sp_fg_agg {
 	__u32 dgrams;		/* datagrams in progress, at the last sweep */
 	__u32 known_active;	/* ... of them, known peers: the fair share's divisor */
 	__u64 last_refusal_ns;	/* the refused map is looked up only within 1 s of it */
+	/* prefix4 and prefix6 as a new datagram last saw them, and when they
+	 * changed (1: not since the start): see prefix_moved(). */
+	__u32 prefix[2];
+	__u64 prefix_ns[2];
 };
 
 #define SP_FG_DGRAMS	65536	/* datagrams in progress, each family (hash, allocated on use) */
@@ -289,6 +293,8 @@ struct sp_fg_agg {
 #define SP_FG_RUNS	4	/* runs kept inline per datagram */
 #define SP_FG_PEERS	16384	/* peers not yet known (LRU) */
 #define SP_FG_KNOWN	4096	/* known peers: left only after SP_FG_KNOWN_IDLE_S idle */
+#define SP_FG_BLOCKS	1024	/* known peers with datagram slots of their own (array) */
+#define SP_FG_SLOTS	4	/* datagrams in progress each of them holds in its slots (a power of 2) */
 #define SP_FG_REFUSED	16384	/* refused datagrams, so their later fragments go too (LRU) */
 #define SP_FG_KNOWN_IDLE_S 600
 

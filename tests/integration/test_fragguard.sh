@@ -147,19 +147,35 @@ t_fragguard_bpftool_clamp() {
 # shuffled, duplicated, overlapping, truncated, ...) through fragguard in
 # count-only mode; each one's verdict must be the kernel's, and the memory
 # estimate within 10% of sockstat throughout.
-t_fragguard_differential() {
+# differential [SETTING...]: fragdiff's datagrams through fragguard and the
+# kernel, with SETTINGs besides the ones fragdiff needs.
+differential() {
 	frag_topo 1
 	ip -n "$NS_R" link set rp1 mtu 9200; ip -n "sp-$ID-p1" link set pr1 mtu 9200
 	ip netns exec "$NS_R" sysctl -qw net.ipv4.ipfrag_time=1 net.ipv6.ip6frag_time=1 \
 		net.ipv4.ipfrag_high_thresh=536870912 net.ipv6.ip6frag_high_thresh=536870912
 	sp_start --modules fragguard --iface rp1
-	sp_ctl set fragguard.enforce=0 fragguard.prefix4=32 fragguard.prefix6=128 >/dev/null || fail "set fragguard.enforce=0 fragguard.prefix4=32 fragguard.prefix6=128: exit $?"
+	sp_ctl set fragguard.enforce=0 fragguard.prefix4=32 fragguard.prefix6=128 "$@" >/dev/null ||
+		fail "set fragguard.enforce=0 fragguard.prefix4=32 fragguard.prefix6=128 $*: exit $?"
 	local mac=$(ip -n "$NS_R" -j link show rp1 | jq -r '.[0].address') seed=${FRAGDIFF_SEED:-$RANDOM}
 	nsenter -t "$SP_PID" -m "$BUILD/fragdiff" "$PIN" "$NS_R" "sp-$ID-p1" pr1 "$mac" \
 		"${FRAGDIFF_COUNT:-100000}" "$seed" | tee "$TMP/diff.out" | grep -v "^batch .* 0 disagreements" | tail -12
 	[ "${PIPESTATUS[0]}" = 0 ] || fail "fragguard disagrees with the kernel (seed $seed)"
 	echo "fragdiff: seed $seed"
 	grep -q ' 0 disagreements' "$TMP/diff.out" || fail "no summary: $(tail -5 "$TMP/diff.out")"
+}
+
+t_fragguard_differential() {
+	differential
+}
+
+# The same with every source known before its datagram (as many as the
+# known map holds): datagrams in known peers' slots, and in the hash maps
+# for those whose block another peer holds.
+t_fragguard_differential_known() {
+	FRAGDIFF_KNOWN=1 FRAGDIFF_COUNT=${FRAGDIFF_COUNT:-20000} differential
+	local least=$(awk '/blocks of slots taken/ { print $3 }' "$TMP/diff.out" | sort -n | head -1)
+	assert_ge "${least:-0}" 100 "blocks of slots taken in every batch"
 }
 
 # Regression (fragguard v2, item 1): a 65000-byte datagram has more 8-byte

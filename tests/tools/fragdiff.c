@@ -16,6 +16,10 @@
  * disagreement or a memory estimate more than 10% off sockstat's.
  * Run as root, with RX_NETNS's ipfrag_time/ip6frag_time at 1 s and
  * high_thresh well above what a batch holds.
+ * FRAGDIFF_KNOWN=1: every source is put into the known map before its
+ * datagram (as many as it holds), so that datagrams go through known
+ * peers' slots (those whose block is free) and the hash maps beside them;
+ * prints how many blocks were taken in each batch.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -368,6 +372,33 @@ static void verdicts(int n, long batch)
 	fflush(stdout);
 }
 
+/* FRAGDIFF_KNOWN: src (of datagram idx) known from now on. */
+static void make_known(int fd, int v6, int idx)
+{
+	struct sp_fg_peer_key k = { .family = v6 ? AF_INET6 : AF_INET };
+	struct sp_fg_peer v = { .epoch = (__u32)random() * 2 + 1 };
+	struct timespec ts;
+
+	/* An idle entry with nothing charged is forgotten by the sweep. */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	v.last_ns = ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+	src_addr(v6, idx, k.addr);
+	bpf_map_update_elem(fd, &k, &v, BPF_NOEXIST);
+}
+
+/* FRAGDIFF_KNOWN: blocks of slots owned by a known peer. */
+static int blocks_taken(void)
+{
+	int fd = pinned("fragguard_slots"), n = 0;
+	static __u8 v[65536];
+
+	for (__u32 i = 0; i < SP_FG_BLOCKS; i++)
+		if (!bpf_map_lookup_elem(fd, &i, v) && *(__u32 *)v)
+			n++;
+	close(fd);
+	return n;
+}
+
 static int enter(const char *ns)
 {
 	char path[256];
@@ -420,6 +451,7 @@ int main(int argc, char **argv)
 
 	for (long done = 0, batch = 0; done < count; batch++) {
 		int n = count - done < BATCH ? count - done : BATCH;
+		int known_fd = getenv("FRAGDIFF_KNOWN") ? pinned("fragguard_known") : -1;
 
 		memset(got, 0, sizeof(got));
 		for (int i = 0; i < n; i += 3) {
@@ -440,6 +472,8 @@ int main(int argc, char **argv)
 				nf[j] = plan(v6, size, kinds[idx], fr[j], 1500);
 				if (rnd(2))
 					shuffle(fr[j], nf[j]);
+				if (known_fd >= 0)
+					make_known(known_fd, v6, idx);
 			}
 			/* Interleave the group's fragments at random. */
 			for (int left = nf[0] + nf[1] + nf[2], pos[3] = {}; left; left--) {
@@ -478,6 +512,10 @@ int main(int argc, char **argv)
 		}
 		for (int i = 0; i < n; i++)
 			delivered_total += got[i];
+		if (known_fd >= 0) {
+			printf("batch %ld: %d blocks of slots taken\n", batch, blocks_taken());
+			close(known_fd);
+		}
 		verdicts(n, batch);
 		done += n;
 		total += n;

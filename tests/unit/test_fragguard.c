@@ -63,6 +63,14 @@ static void reset(void)
 		bpf_map_delete_elem(bpf_map__fd(skel->maps.fragguard_dgram4), dk);
 	while (!bpf_map_get_next_key(bpf_map__fd(skel->maps.fragguard_dgram6), NULL, dk))
 		bpf_map_delete_elem(bpf_map__fd(skel->maps.fragguard_dgram6), dk);
+	{
+		/* Known peers' slots: every block free. */
+		static __u8 zblock[8192];
+
+		for (__u32 i = 0; i < SP_FG_BLOCKS; i++)
+			bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_slots), &i, zblock,
+					    BPF_ANY);
+	}
 	while (!bpf_map_get_next_key(bpf_map__fd(skel->maps.fragguard_bits), NULL, dk))
 		bpf_map_delete_elem(bpf_map__fd(skel->maps.fragguard_bits), dk);
 	while (!bpf_map_get_next_key(bpf_map__fd(skel->maps.fragguard_refused), NULL, dk))
@@ -937,6 +945,190 @@ static bool has_kern_ctx(void)
 	return has;
 }
 
+/* Entries in a datagram hash map. */
+static int hashed(struct bpf_map *m)
+{
+	__u8 k[64], prev[64];
+	int n = 0;
+
+	for (void *pk = NULL; !bpf_map_get_next_key(bpf_map__fd(m), pk, k); pk = prev, n++)
+		memcpy(prev, k, sizeof(k));
+	return n;
+}
+
+/* src4 known, with this epoch (odd): 0 on success. */
+static int set_known(const char *src4, __u32 epoch)
+{
+	struct sp_fg_peer_key k = { .family = AF_INET };
+	struct sp_fg_peer v = { .epoch = epoch, .last_ns = mono_ns() };
+
+	inet_pton(AF_INET, src4, &k.addr[0]);
+	return bpf_map_update_elem(bpf_map__fd(skel->maps.fragguard_known), &k, &v, BPF_ANY);
+}
+
+static int del_known(const char *src4)
+{
+	struct sp_fg_peer_key k = { .family = AF_INET };
+
+	inet_pton(AF_INET, src4, &k.addr[0]);
+	return bpf_map_delete_elem(bpf_map__fd(skel->maps.fragguard_known), &k);
+}
+
+/* The block a peer of this epoch would take: its owner (an epoch) and
+ * when its peer may last have begun a datagram in the hash maps. */
+static __u32 block_owner(__u32 epoch)
+{
+	__u32 i = (epoch >> 1) % SP_FG_BLOCKS;
+	static __u8 v[65536];
+
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.fragguard_slots), &i, v))
+		return ~0u;
+	return *(__u32 *)v;
+}
+
+static __u64 block_hashed_ns(__u32 epoch)
+{
+	__u32 i = (epoch >> 1) % SP_FG_BLOCKS;
+	static __u8 v[65536];
+
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.fragguard_slots), &i, v))
+		return ~0ull;
+	return *(__u64 *)(v + 8);
+}
+
+static __u32 known_epoch(const char *src4)
+{
+	struct sp_fg_peer_key k = { .family = AF_INET };
+	struct sp_fg_peer v;
+
+	inet_pton(AF_INET, src4, &k.addr[0]);
+	return bpf_map_lookup_elem(bpf_map__fd(skel->maps.fragguard_known), &k, &v) ? 0 : v.epoch;
+}
+
+/* A known peer's datagrams in its slots, the hash maps only past them. */
+static void test_slots(void)
+{
+	int n, shot = 0;
+
+	reset();
+	known_kb = 1, known_s = 0;
+	set_cfg(32, 64, 1024, 50, 50, 1);
+	send_dgram(0, "10.8.0.1", 1, 4000, 1480, 0);	/* known from here on */
+	run(pkt, mk4(pkt, "10.8.0.1", 2, 0, 1480, 1, 0));
+	/* Nothing of its in progress when it took its block: no datagram of
+	 * its can be in the hash maps (1), none is looked for there. */
+	CHECK("known_peer_datagram_in_slot", is_known("10.8.0.1") &&
+	      EQ(hashed(skel->maps.fragguard_dgram4), 0) && GT(peer_mem("10.8.0.1"), 1480) &&
+	      EQ(block_owner(known_epoch("10.8.0.1")), known_epoch("10.8.0.1")) &&
+	      EQ(block_hashed_ns(known_epoch("10.8.0.1")), 1));
+	run(pkt, mk4(pkt, "10.8.0.1", 2, 1480, 1480, 1, 0));
+	run(pkt, mk4(pkt, "10.8.0.1", 2, 2960, 1000, 0, 0));
+	CHECK("slot_datagram_completes", EQ(ctr(SP_FG_COMPLETED), 2) &&
+	      EQ(peer_mem("10.8.0.1"), 0) && agg_zero());
+
+	/* More datagrams in progress than slots: the rest in the hash map,
+	 * found there by their later fragments, all completing. */
+	for (int i = 0; i < SP_FG_SLOTS + 3; i++)
+		shot += run(pkt, mk4(pkt, "10.8.0.1", 10 + i, 0, 1480, 1, 0)) == TC_ACT_SHOT;
+	n = hashed(skel->maps.fragguard_dgram4);
+	for (int i = SP_FG_SLOTS + 2; i >= 0; i--) {
+		run(pkt, mk4(pkt, "10.8.0.1", 10 + i, 1480, 1480, 1, 0));
+		run(pkt, mk4(pkt, "10.8.0.1", 10 + i, 2960, 1000, 0, 0));
+	}
+	CHECK("slots_full_spill_to_hash", EQ(shot, 0) && EQ(n, 3) &&
+	      EQ(ctr(SP_FG_COMPLETED), 2 + SP_FG_SLOTS + 3) && EQ(ctr(SP_FG_UNTRACKED), 0) &&
+	      EQ(hashed(skel->maps.fragguard_dgram4), 0) && EQ(peer_mem("10.8.0.1"), 0) &&
+	      agg_zero());
+
+	/* A datagram begun while its peer was unknown (in the hash map) ends
+	 * there after the peer became known and took its slots. */
+	reset();
+	run(pkt, mk4(pkt, "10.8.0.2", 1, 0, 1480, 1, 0));
+	send_dgram(0, "10.8.0.2", 2, 4000, 1480, 0);
+	run(pkt, mk4(pkt, "10.8.0.2", 3, 0, 1480, 1, 0));	/* takes a slot */
+	n = hashed(skel->maps.fragguard_dgram4);
+	run(pkt, mk4(pkt, "10.8.0.2", 1, 1480, 1480, 1, 0));
+	run(pkt, mk4(pkt, "10.8.0.2", 1, 2960, 1000, 0, 0));
+	run(pkt, mk4(pkt, "10.8.0.2", 3, 1480, 1480, 0, 0));
+	CHECK("datagram_begun_unknown_ends_known", is_known("10.8.0.2") && EQ(n, 1) &&
+	      GT(block_hashed_ns(known_epoch("10.8.0.2")), 1) &&
+	      EQ(ctr(SP_FG_COMPLETED), 3) && EQ(ctr(SP_FG_UNTRACKED), 0) &&
+	      EQ(peer_mem("10.8.0.2"), 0) && agg_zero());
+
+	/* IPv6: the same, from fd99::2. */
+	reset();
+	send_dgram(1, NULL, 1, 4000, 1232, 0);
+	run(pkt, mk6(pkt, 2, 0, 1232, 1, 0));
+	n = hashed(skel->maps.fragguard_dgram6);
+	run(pkt, mk6(pkt, 2, 1232, 1000, 0, 0));
+	CHECK("ipv6_known_peer_datagram_in_slot", EQ(n, 0) && EQ(ctr(SP_FG_COMPLETED), 2) &&
+	      agg_zero());
+
+	/* A slot's datagram the kernel has expired: the sweep releases it. */
+	reset();
+	send_dgram(0, "10.8.0.3", 1, 4000, 1480, 0);
+	run(pkt, mk4(pkt, "10.8.0.3", 2, 0, 1480, 1, 0));
+	n = hashed(skel->maps.fragguard_dgram4);
+	set_global(0, 0, 4 << 20, 50ULL * 1000000);	/* ipfrag_time 50 ms */
+	usleep(700 * 1000);
+	CHECK("slot_datagram_expires", EQ(n, 0) && EQ(ctr(SP_FG_EXPIRED), 1) &&
+	      EQ(peer_mem("10.8.0.3"), 0) && agg_zero());
+	/* ... and its slot is free again: as many new datagrams as slots,
+	 * none in the hash map (the block's window long past). */
+	for (int i = 0; i < SP_FG_SLOTS; i++)
+		run(pkt, mk4(pkt, "10.8.0.3", 10 + i, 0, 1480, 1, 0));
+	CHECK("expired_slot_reused", EQ(hashed(skel->maps.fragguard_dgram4), 0));
+	set_global(0, 0, 0, 0);
+
+	/* Two known peers whose epochs choose one block: the second's
+	 * datagrams in the hash map, all exact. */
+	reset();
+	known_kb = 64;
+	set_cfg(32, 64, 1024, 50, 50, 1);
+	n = set_known("10.8.4.1", 3) | set_known("10.8.4.2", 3 + 2 * SP_FG_BLOCKS);
+	send_dgram(0, "10.8.4.1", 1, 4000, 1480, 0);
+	run(pkt, mk4(pkt, "10.8.4.1", 2, 0, 1480, 1, 0));
+	run(pkt, mk4(pkt, "10.8.4.2", 2, 0, 1480, 1, 0));
+	shot = hashed(skel->maps.fragguard_dgram4);
+	run(pkt, mk4(pkt, "10.8.4.1", 2, 1480, 1000, 0, 0));
+	run(pkt, mk4(pkt, "10.8.4.2", 2, 1480, 1000, 0, 0));
+	CHECK("block_taken_peer_uses_hash", EQ(n, 0) && EQ(shot, 1) &&
+	      EQ(block_owner(3), 3) && EQ(ctr(SP_FG_COMPLETED), 3) &&
+	      EQ(peer_mem("10.8.4.2"), 0) && agg_zero());
+	/* A forgotten peer's block is freed by the sweep, for the next. */
+	n = del_known("10.8.4.1");
+	usleep(600 * 1000);
+	CHECK("forgotten_peer_block_freed", EQ(n, 0) && EQ(block_owner(3), 0));
+	known_kb = 1;
+	set_cfg(32, 64, 1024, 50, 50, 1);
+
+	/* prefix4 changed while a known peer's datagram is in its slot: its
+	 * later fragments, under the new key a new datagram of a peer not
+	 * known and over the pool, are not refused; both records expire. */
+	reset();
+	set_cfg(32, 64, 1024, 1, 50, 1);
+	send_dgram(0, "10.8.1.1", 1, 4000, 1480, 0);
+	run(pkt, mk4(pkt, "10.8.1.1", 2, 0, 1480, 1, 0));
+	run(pkt, mk4(pkt, "10.8.1.1", 3, 0, 1480, 1, 0));
+	set_global(0, 0, 1000, 0);			/* unknown pool: 10 bytes */
+	shot = run(pkt, mk4(pkt, "10.8.2.1", 1, 0, 1480, 1, 0)) == TC_ACT_SHOT;
+	set_cfg(24, 64, 1024, 1, 50, 1);
+	/* The first notes the change, the second comes after it. */
+	n = 0;
+	for (int id = 2; id <= 3; id++)
+		n += (run(pkt, mk4(pkt, "10.8.1.1", id, 1480, 1480, 1, 0)) == TC_ACT_SHOT) +
+		     (run(pkt, mk4(pkt, "10.8.1.1", id, 2960, 1000, 0, 0)) == TC_ACT_SHOT);
+	CHECK("prefix_change_refuses_no_datagram_in_progress", EQ(shot, 1) && EQ(n, 0) &&
+	      EQ(ctr(SP_FG_DROPPED), 1) && GE(ctr(SP_FG_REF_UNKNOWN), 2));
+	set_global(0, 0, 1000, 50ULL * 1000000);
+	usleep(700 * 1000);
+	CHECK("prefix_change_records_expire", agg_zero() && EQ(peer_mem("10.8.1.1"), 0));
+
+	set_global(0, 0, 0, 0);
+	known_kb = 64, known_s = 2;
+	set_cfg(32, 64, 1024, 50, 50, 1);
+}
+
 int main(void)
 {
 	int err;
@@ -983,6 +1175,7 @@ int main(void)
 	test_accounting();
 	test_key();
 	test_review();
+	test_slots();
 	fragguard_bpf__destroy(skel);
 	return failures ? 1 : 0;
 }
