@@ -354,13 +354,20 @@ static __always_inline __u64 since(__u64 now, __u64 t)
 	return now > t ? now - t : 0;
 }
 
+static __always_inline struct sp_fg_agg *agg(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&fragguard_agg, &zero);
+}
+
 /*
  * A known peer's datagrams in progress, in slots of its own: up to
  * SP_FG_SLOTS of them, beyond that (and for unknown peers) in the hash
  * maps. A known peer sends most datagrams, and in the hash maps each one
  * was an insert and a delete (a bucket lock with interrupts off, an
  * element allocated and freed) and a first touch of a random bucket of a
- * megabyte: a third of a fragment's cost (docs/bench/fragguard.md). Its
+ * megabyte: half a fragment's cost (docs/bench/fragguard.md). Its
  * block is found from its entry, which every fragment looks up anyway (the
  * peer key), and stays in cache while the peer sends. Block i serves the
  * known peer whose epoch / 2 is i modulo SP_FG_BLOCKS and took it first; a
@@ -430,10 +437,10 @@ static __always_inline void block_unlock(struct block *b)
 	__sync_lock_test_and_set(&b->busy, 0);
 }
 
-/* The block of known peer kp (key pk), if it has one. take: the tc
- * program, which gives it its block when that is free. */
+/* The block of known peer kp (key pk, family fam), if it has one. take:
+ * the tc program, which gives it its block when that is free. */
 static __always_inline struct block *block_of(const struct sp_fg_peer *kp,
-					      const struct sp_fg_peer_key *pk, bool take)
+					      const struct sp_fg_peer_key *pk, int fam, bool take)
 {
 	/* Epochs are odd (0 is no owner): bit 0 tells blocks nothing. */
 	__u32 epoch = kp->epoch, i = (epoch >> 1) % SP_FG_BLOCKS;
@@ -448,16 +455,27 @@ static __always_inline struct block *block_of(const struct sp_fg_peer *kp,
 		b->hashed_ns = 0;	/* search them while this decides */
 		__sync_lock_test_and_set(&b->owner, epoch);
 		/*
-		 * Its datagrams in progress (its charge, read after the owner
-		 * is published) are in the hash maps: search them until they
-		 * have surely expired; with none, not at all. One that another
-		 * CPU charges after this read is seen by hash_charged().
+		 * Its datagrams in progress are in the hash maps: search them
+		 * until they have surely expired; with none, not at all. They
+		 * are in its charge, or, begun while it was not known, in its
+		 * family's unknown pool (there even if that entry was evicted
+		 * or is being promoted); both read after the owner is published.
+		 * One that another CPU charges after these reads is seen by
+		 * hash_charged().
 		 */
-#ifndef SP_MUTANT_FG_WINDOW_ALWAYS	/* make mutants: every block taken opens the window */
-		__sync_val_compare_and_swap(&b->hashed_ns, 0,
-					    *(volatile __s64 *)&kp->mem > 0 ? fg_now() : 1);
+		struct sp_fg_agg *a = agg();
+		bool hashed = *(volatile __s64 *)&kp->mem > 0;
+
+#ifndef SP_MUTANT_FG_WINDOW_OWN_CHARGE	/* make mutants: the unknown pool not read at a take */
+		hashed |= a && *(volatile __s64 *)&a->unknown_mem[fam & 1] > 0;
 #else
-		__sync_val_compare_and_swap(&b->hashed_ns, 0, fg_now());
+		(void)a;
+#endif
+
+#ifndef SP_MUTANT_FG_WINDOW_ALWAYS	/* make mutants: every block taken opens the window */
+		__sync_val_compare_and_swap(&b->hashed_ns, 0, hashed ? fg_now() : 1);
+#else
+		__sync_val_compare_and_swap(&b->hashed_ns, 0, fg_now() + 0 * hashed);
 #endif
 	}
 	block_unlock(b);
@@ -484,13 +502,6 @@ static __always_inline struct slot *slot_find(struct block *b, const struct dgra
 			return &b->s[w & (SP_FG_SLOTS - 1)];
 	}
 	return NULL;
-}
-
-static __always_inline struct sp_fg_agg *agg(void)
-{
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&fragguard_agg, &zero);
 }
 
 static __always_inline struct sp_fg_global *global(int fam)
@@ -1299,13 +1310,14 @@ static __always_inline bool hash_window(const struct block *b, __u64 now,
 	return !h || (h != 1 && since(now, h) <= expired_after(g));
 }
 
-/* A datagram of known peer p went into the hash maps, charged to p, without
- * a block: if p's block was taken meanwhile by a CPU that read p's charge
- * before, the window opens here (Dekker: each side writes, then reads the
- * other's, across full barriers). */
-static __always_inline void hash_charged(const struct sp_fg_peer *p, __u64 now)
+/* A datagram of peer p (known without a block, or not known) went into the
+ * hash maps, charged: if p's block was taken meanwhile (p promoted, its
+ * epoch kept) by a CPU that read the charges before, the window opens here
+ * (Dekker: each side writes, then reads the other's, across full barriers:
+ * the owner's exchange there, the fetch-add of the charge here). */
+static __always_inline void hash_charged(const struct sp_fg_peer *p, int fam, __u64 now)
 {
-	struct block *b = block_of(p, NULL, false);
+	struct block *b = block_of(p, NULL, fam, false);
 	__u64 h;
 
 	for (int i = 0; b && i < 4; i++) {
@@ -1454,9 +1466,12 @@ static __always_inline int new_datagram(const struct frag *f, const struct cfg *
 	mem_add(fam, d.mem);
 	if (!known && a)
 		__sync_fetch_and_add(&a->unknown_mem[fam & 1], d.mem);
-	__sync_fetch_and_add(&p->mem, d.mem);
-	if (known && !b)
-		hash_charged(p, now);
+	/* Its old value used: a fetch-add, fully ordered on every JIT (an add
+	 * whose result is unused orders nothing on arm64). */
+	pmem = __sync_fetch_and_add(&p->mem, d.mem);
+	asm volatile("" : : "r"(pmem));
+	if (!b)
+		hash_charged(p, fam, now);
 	return TC_PASS;
 }
 
@@ -1707,7 +1722,7 @@ int sp_fragguard(struct __sk_buff *skb)
 	peer_key(&f.key, f.key.family == 2 ? c.prefix4 : c.prefix6, &pk);
 	kp = bpf_map_lookup_elem(&fragguard_known, &pk);
 	if (kp)
-		b = block_of(kp, &pk, true);
+		b = block_of(kp, &pk, fam, true);
 	if (b) {
 		sl = slot_find(b, &f.key);
 		if (sl) {
@@ -1740,7 +1755,7 @@ int sp_fragguard(struct __sk_buff *skb)
 	b = NULL;
 	kp = bpf_map_lookup_elem(&fragguard_known, &pk);
 	if (kp)
-		b = block_of(kp, &pk, true);
+		b = block_of(kp, &pk, fam, true);
 	return start(&f, &c, truesize, qsize, fam, now, &pk, kp, b);
 }
 
@@ -1757,7 +1772,7 @@ static __always_inline struct dgram *dgram_find(const struct dgram_key *k, struc
 	peer_key(k, k->family == 2 ? c.prefix4 : c.prefix6, &pk);
 	kp = bpf_map_lookup_elem(&fragguard_known, &pk);
 	if (kp)
-		b = block_of(kp, NULL, false);
+		b = block_of(kp, NULL, 0, false);
 	if (b)
 		*sl = slot_find(b, k);
 	if (*sl)
@@ -1833,7 +1848,7 @@ static __always_inline void reinit(struct dgram *d, struct slot *sl, const struc
 	/* The kernel's timer starts again: a datagram in the hash maps of a
 	 * peer with a block is looked for there as long. */
 	if (!sl && p) {
-		struct block *b = block_of(p, NULL, false);
+		struct block *b = block_of(p, NULL, 0, false);
 
 		if (b && d->first_ns > b->hashed_ns)
 			b->hashed_ns = d->first_ns;

@@ -1074,7 +1074,7 @@ static void test_slots(void)
 	CHECK("slot_datagram_expires", EQ(n, 0) && EQ(ctr(SP_FG_EXPIRED), 1) &&
 	      EQ(peer_mem("10.8.0.3"), 0) && agg_zero());
 	/* ... and its slot is free again: as many new datagrams as slots,
-	 * none in the hash map (the block's window long past). */
+	 * none in the hash map. */
 	for (int i = 0; i < SP_FG_SLOTS; i++)
 		run(pkt, mk4(pkt, "10.8.0.3", 10 + i, 0, 1480, 1, 0));
 	CHECK("expired_slot_reused", EQ(hashed(skel->maps.fragguard_dgram4), 0));
@@ -1095,10 +1095,25 @@ static void test_slots(void)
 	CHECK("block_taken_peer_uses_hash", EQ(n, 0) && EQ(shot, 1) &&
 	      EQ(block_owner(3), 3) && EQ(ctr(SP_FG_COMPLETED), 3) &&
 	      EQ(peer_mem("10.8.4.2"), 0) && agg_zero());
-	/* A forgotten peer's block is freed by the sweep, for the next. */
-	n = del_known("10.8.4.1");
+	/* A datagram in the unknown pool when a peer takes its block may be
+	 * that peer's, begun before it was known (its entry evicted since):
+	 * the window opens. */
+	reset();
+	run(pkt, mk4(pkt, "10.8.5.9", 1, 0, 1480, 1, 0));	/* unknown, in progress */
+	n = set_known("10.8.5.1", 5);
+	run(pkt, mk4(pkt, "10.8.5.1", 2, 0, 1480, 1, 0));	/* takes its block */
+	run(pkt, mk4(pkt, "10.8.5.9", 1, 1480, 1000, 0, 0));
+	run(pkt, mk4(pkt, "10.8.5.1", 2, 1480, 1000, 0, 0));
+	CHECK("unknown_pool_opens_window", EQ(n, 0) && EQ(block_owner(5), 5) &&
+	      GT(block_hashed_ns(5), 1) && EQ(ctr(SP_FG_COMPLETED), 2) && agg_zero());
+	/* A forgotten peer's block is freed by the sweep. */
+	reset();
+	n = set_known("10.8.4.1", 3);
+	send_dgram(0, "10.8.4.1", 1, 4000, 1480, 0);
+	shot = block_owner(3);
+	n |= del_known("10.8.4.1");
 	usleep(600 * 1000);
-	CHECK("forgotten_peer_block_freed", EQ(n, 0) && EQ(block_owner(3), 0));
+	CHECK("forgotten_peer_block_freed", EQ(n, 0) && EQ(shot, 3) && EQ(block_owner(3), 0));
 	known_kb = 1;
 	set_cfg(32, 64, 1024, 50, 50, 1);
 
